@@ -1,0 +1,259 @@
+package param
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// knob is one row of the table: everything about one variable.
+type knob struct {
+	name    string
+	kind    Kind
+	def     string // parsed by parse like a user value; "" means unset
+	allowed string
+	doc     string
+	parse   func(p *Params, v string) error // sets p's field from v
+}
+
+// Limits used by the table.
+const (
+	// NCCLSteps is NCCL_STEPS, the slots of every connection FIFO
+	// (NCCL device.h, a compile-time constant, not a knob).
+	NCCLSteps = 8
+	// MaxChannelCount is NCCL's MAXCHANNELS, the ceiling of every channel
+	// knob.
+	MaxChannelCount = 64
+	// buffSizeQuantum is NCCLSteps x 128: each FIFO slot (buffSize/8) must
+	// hold whole 128-byte LL128 lines, which also makes it a multiple of the
+	// 16-byte LL line and the 8-byte flag word. NCCL's defaults satisfy it:
+	// 4194304 = 4096 x 1024, 524288 = 512 x 1024, 4915200 = 4800 x 1024.
+	buffSizeQuantum = NCCLSteps * 128
+	// maxBuffSize caps a FIFO at 1 GiB: one is allocated per connection,
+	// channel and protocol, so larger values only exhaust memory.
+	maxBuffSize = 1 << 30
+	// maxSocketThreads and maxSockets are NCCL's MAX_THREADS and MAX_SOCKETS
+	// (transport/net_socket.cc).
+	maxSocketThreads = 16
+	maxSockets       = 64
+)
+
+// knobs is the table: every NCCL_* and CC_* variable the runtime reads,
+// declared once. The README test walks Knobs().
+var knobs = []knob{
+	{
+		name: "NCCL_ALGO", kind: KindList,
+		allowed: "[func:][^]algo[,algo...] entries separated by ';', only the first without func:; algo: " +
+			joinAllowed(algoSpec.tokens) + "; func: " + joinAllowed(funcTokens),
+		doc: "algorithms allowed per collective (NCCL parseList grammar); unset allows all",
+		parse: func(p *Params, v string) (err error) {
+			p.Algo, err = ParseAlgoList(v)
+			return err
+		},
+	},
+	{
+		name: "NCCL_PROTO", kind: KindList,
+		allowed: "[func:][^]proto[,proto...] entries separated by ';', only the first without func:; proto: " +
+			joinAllowed(protoSpec.tokens) + "; func: " + joinAllowed(funcTokens),
+		doc: "protocols allowed per collective (NCCL parseList grammar); unset allows all",
+		parse: func(p *Params, v string) (err error) {
+			p.Proto, err = ParseProtoList(v)
+			return err
+		},
+	},
+	buffSizeKnob("NCCL_BUFFSIZE", "4194304", "bytes of one Simple-protocol connection FIFO", func(p *Params) *int { return &p.BuffSize }),
+	buffSizeKnob("NCCL_LL_BUFFSIZE", "524288", "bytes of one LL-protocol connection FIFO", func(p *Params) *int { return &p.LLBuffSize }),
+	buffSizeKnob("NCCL_LL128_BUFFSIZE", "4915200", "bytes of one LL128-protocol connection FIFO", func(p *Params) *int { return &p.LL128BuffSize }),
+	channelKnob("NCCL_MIN_NCHANNELS", "minimum number of channels", func(p *Params) *int { return &p.minNChannels }),
+	channelKnob("NCCL_MAX_NCHANNELS", "maximum number of channels", func(p *Params) *int { return &p.maxNChannels }),
+	channelKnob("NCCL_MIN_NRINGS", "old name of NCCL_MIN_NCHANNELS, which wins when both are set", func(p *Params) *int { return &p.minNRings }),
+	channelKnob("NCCL_MAX_NRINGS", "old name of NCCL_MAX_NCHANNELS, which wins when both are set", func(p *Params) *int { return &p.maxNRings }),
+	channelKnob("NCCL_NCHANNELS", "exact number of channels (min = max = N; our extension, as RCCL users expect); not combinable with the min/max knobs", func(p *Params) *int { return &p.nChannels }),
+	{
+		name: "NCCL_SOCKET_IFNAME", kind: KindList,
+		allowed: "[^][=]name[:port][,name[:port]...]: ^ excludes, = matches whole names instead of prefixes; values of 1 character are ignored",
+		doc:     "network interfaces the TCP transport may use; unset lets the transport choose",
+		parse: func(p *Params, v string) (err error) {
+			p.SocketIfname, err = ParseIfFilter(v)
+			return err
+		},
+	},
+	{
+		name: "NCCL_SOCKET_FAMILY", kind: KindEnum, allowed: "AF_INET, AF_INET6",
+		doc: "address family of TCP connections; unset allows both",
+		parse: func(p *Params, v string) (err error) {
+			p.SocketFamily, err = parseFamily(v)
+			return err
+		},
+	},
+	intKnob("NCCL_SOCKET_NTHREADS", "1", 1, maxSocketThreads, "helper goroutines per TCP connection (NCCL's auto picks 1 here); threads x sockets <= 64",
+		func(p *Params, n int) { p.SocketNThreads = n }),
+	intKnob("NCCL_NSOCKS_PERTHREAD", "1", 1, maxSockets, "TCP sockets per helper goroutine (NCCL's auto picks 1 here); threads x sockets <= 64",
+		func(p *Params, n int) { p.NSocksPerThread = n }),
+	intKnob("NCCL_SOCKET_RETRY_CNT", "34", 0, 10000, "connect retries before giving up",
+		func(p *Params, n int) { p.SocketRetryCnt = n }),
+	intKnob("NCCL_SOCKET_RETRY_SLEEP_MSEC", "100", 0, 60000, "base of the linear back-off between connect retries, in milliseconds",
+		func(p *Params, n int) { p.SocketRetrySleep = time.Duration(n) * time.Millisecond }),
+	{
+		name: "NCCL_COMM_ID", kind: KindString, allowed: commIDShapes,
+		doc: "bootstrap root address hosted by rank 0 when no launcher provides one",
+		parse: func(p *Params, v string) (err error) {
+			p.CommID, err = ParseCommID(v)
+			return err
+		},
+	},
+	{
+		name: "NCCL_DEBUG", kind: KindEnum, allowed: joinAllowed(levelNames[DebugVersion:]) + " (any case)",
+		doc: "debug output level, inclusive of the less verbose ones; unset prints nothing",
+		parse: func(p *Params, v string) (err error) {
+			p.Debug, err = parseDebugLevel(v)
+			return err
+		},
+	},
+	{
+		name: "NCCL_DEBUG_SUBSYS", kind: KindList, def: "INIT,BOOTSTRAP,ENV",
+		allowed: "[^]name[,name...] of " + subsysAllowed() + " (any case)",
+		doc:     "subsystems whose INFO lines are printed; ^ prints all but those",
+		parse: func(p *Params, v string) (err error) {
+			p.DebugSubsys, err = ParseSubsys(v)
+			return err
+		},
+	},
+	{
+		name: "NCCL_DEBUG_FILE", kind: KindString, allowed: "a file path; %h = host name, %p = pid, %% = %",
+		doc: "file for debug output (created and truncated when NCCL_DEBUG is above VERSION); unset means stderr",
+		parse: func(p *Params, v string) error {
+			p.DebugFile = v
+			return nil
+		},
+	},
+	boolKnob("NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between ranks of one host",
+		func(p *Params, b bool) { p.SHMDisable = b }),
+	intKnob("CC_SHM_SPIN_US", "20", 0, 100000, "microseconds a shared-memory wait spins before sleeping on a futex",
+		func(p *Params, n int) { p.SHMSpin = time.Duration(n) * time.Microsecond }),
+}
+
+// checks run after every knob parsed cleanly: rules that involve several.
+var checks = []func(p *Params) error{checkChannels, checkSockets}
+
+func intKnob(name, def string, lo, hi int, doc string, set func(*Params, int)) knob {
+	return knob{
+		name: name, kind: KindInt, def: def, allowed: fmt.Sprintf("%d..%d", lo, hi), doc: doc,
+		parse: func(p *Params, v string) error {
+			n, err := parseIntIn(v, lo, hi)
+			if err != nil {
+				return err
+			}
+			set(p, n)
+			return nil
+		},
+	}
+}
+
+func boolKnob(name, def, doc string, set func(*Params, bool)) knob {
+	return knob{
+		name: name, kind: KindBool, def: def, allowed: "0, 1", doc: doc,
+		parse: func(p *Params, v string) error {
+			switch v {
+			case "0":
+				set(p, false)
+			case "1":
+				set(p, true)
+			default:
+				return errors.New("want 0 or 1")
+			}
+			return nil
+		},
+	}
+}
+
+func channelKnob(name, doc string, field func(*Params) *int) knob {
+	return intKnob(name, "", 1, MaxChannelCount, doc, func(p *Params, n int) { *field(p) = n })
+}
+
+func buffSizeKnob(name, def, doc string, field func(*Params) *int) knob {
+	return knob{
+		name: name, kind: KindInt, def: def, doc: doc,
+		allowed: fmt.Sprintf("a positive multiple of %d bytes (so each of the %d FIFO slots holds whole 128-byte LL128 lines), at most %d",
+			buffSizeQuantum, NCCLSteps, maxBuffSize),
+		parse: func(p *Params, v string) error {
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil || n <= 0:
+				return errors.New("want a positive integer number of bytes")
+			case n%buffSizeQuantum != 0:
+				return fmt.Errorf("want a multiple of %d bytes: each of the %d FIFO slots (size/%d) must hold whole 128-byte LL128 lines (nearest: %s)",
+					buffSizeQuantum, NCCLSteps, NCCLSteps, nearestMultiples(n, buffSizeQuantum))
+			case n > maxBuffSize:
+				return fmt.Errorf("want at most %d bytes (one FIFO per connection, channel and protocol)", maxBuffSize)
+			}
+			*field(p) = n
+			return nil
+		},
+	}
+}
+
+// nearestMultiples names the positive multiples of q around n, e.g.
+// "4096 or 5120".
+func nearestMultiples(n, q int) string {
+	below, above := n/q*q, (n/q+1)*q
+	if below == 0 {
+		return strconv.Itoa(above)
+	}
+	return fmt.Sprintf("%d or %d", below, above)
+}
+
+// parseIntIn parses a decimal integer in lo..hi.
+func parseIntIn(v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("want an integer in %d..%d", lo, hi)
+	}
+	return n, nil
+}
+
+// checkChannels resolves the channel knobs into MinChannels/MaxChannels:
+// NCCL_NCHANNELS alone sets both; otherwise *_NCHANNELS wins over its
+// *_NRINGS alias; min must not exceed max.
+func checkChannels(p *Params) error {
+	minName, minV := pick("NCCL_MIN_NCHANNELS", p.minNChannels, "NCCL_MIN_NRINGS", p.minNRings)
+	maxName, maxV := pick("NCCL_MAX_NCHANNELS", p.maxNChannels, "NCCL_MAX_NRINGS", p.maxNRings)
+	if p.nChannels != 0 {
+		for _, other := range []struct {
+			name string
+			v    int
+		}{{minName, minV}, {maxName, maxV}} {
+			if other.v != 0 {
+				return &Error{Name: "NCCL_NCHANNELS", Value: p.raw("NCCL_NCHANNELS"),
+					Err: fmt.Errorf("cannot be combined with %s=%d: NCCL_NCHANNELS sets both the minimum and the maximum", other.name, other.v)}
+			}
+		}
+		p.MinChannels, p.MaxChannels = p.nChannels, p.nChannels
+		return nil
+	}
+	if minV != 0 && maxV != 0 && minV > maxV {
+		return &Error{Name: minName, Value: p.raw(minName),
+			Err: fmt.Errorf("greater than %s=%d (want minimum <= maximum)", maxName, maxV)}
+	}
+	p.MinChannels, p.MaxChannels = minV, maxV
+	return nil
+}
+
+// pick returns the primary knob when set, else its alias.
+func pick(name string, v int, alias string, aliasV int) (string, int) {
+	if v != 0 || aliasV == 0 {
+		return name, v
+	}
+	return alias, aliasV
+}
+
+// checkSockets enforces NCCL's MAX_SOCKETS on threads x sockets per thread.
+// NCCL silently lowers NCCL_NSOCKS_PERTHREAD; we refuse.
+func checkSockets(p *Params) error {
+	if n := p.SocketNThreads * p.NSocksPerThread; n > maxSockets {
+		return &Error{Name: "NCCL_NSOCKS_PERTHREAD", Value: p.raw("NCCL_NSOCKS_PERTHREAD"),
+			Err: fmt.Errorf("times NCCL_SOCKET_NTHREADS=%d is %d sockets per connection (want at most %d)", p.SocketNThreads, n, maxSockets)}
+	}
+	return nil
+}
