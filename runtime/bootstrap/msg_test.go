@@ -1,0 +1,140 @@
+package bootstrap
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func payload(t testing.TB, msg []byte) []byte {
+	t.Helper()
+	typ, p, err := readMsg(bytes.NewReader(msg), 1<<21)
+	if err != nil || typ == 0 {
+		t.Fatalf("readMsg: %v", err)
+	}
+	return p
+}
+
+func TestMessagesRoundTrip(t *testing.T) {
+	peers := []RankInfo{info(0), info(1), {Rank: 2, Pid: -1}}
+	if got, err := decodeWelcome(payload(t, encodeWelcome(peers)), 3); err != nil || !cmp.Equal(got, peers) {
+		t.Errorf("welcome: %v, %v", got, err)
+	}
+	if n, ri, err := decodeJoin(payload(t, encodeJoin(9, info(4))), 4); err != nil || n != 9 || ri != info(4) {
+		t.Errorf("join: %d %+v %v", n, ri, err)
+	}
+	if rnd, o, d, err := decodeGather(payload(t, encodeGather(77, opBarrier, []byte("xy")))); err != nil || rnd != 77 || o != opBarrier || string(d) != "xy" {
+		t.Errorf("gather: %d %s %q %v", rnd, o, d, err)
+	}
+	parts := [][]byte{[]byte("a"), {}, []byte("ccc")}
+	if rnd, got, err := decodeGathered(payload(t, encodeGathered(5, parts)), 3); err != nil || rnd != 5 || !bytes.Equal(bytes.Join(got, nil), []byte("accc")) || len(got[1]) != 0 {
+		t.Errorf("gathered: %d %q %v", rnd, got, err)
+	}
+	re := &RankError{Rank: 2, Host: "h", Pid: 3, How: LeftEarly, Cause: "why"}
+	if got, err := decodeAborted(payload(t, encodeAborted(re)), 3); err != nil || *got != *re {
+		t.Errorf("aborted: %+v %v", got, err)
+	}
+	if s, err := decodeText(payload(t, encodeText(msgReject, "no")), "reason"); err != nil || s != "no" {
+		t.Errorf("reject: %q %v", s, err)
+	}
+}
+
+func TestMessageRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+	}{
+		{"unknown type", []byte{9, 0, 0, 0, 0, 0, 0, 0}},
+		{"zero type", []byte{0, 0, 0, 0, 0, 0, 0, 0}},
+		{"reserved", []byte{1, 0, 1, 0, 0, 0, 0, 0}},
+		{"over the cap", []byte{4, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff}},
+	} {
+		if _, _, err := readMsg(bytes.NewReader(tc.msg), 1<<20); !errors.Is(err, errProtocol) {
+			t.Errorf("%s: got %v, want a protocol error", tc.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"welcome count", func() error { _, err := decodeWelcome(payload(t, encodeWelcome([]RankInfo{info(0)})), 2); return err }()},
+		{"welcome order", func() error {
+			_, err := decodeWelcome(payload(t, encodeWelcome([]RankInfo{info(1), info(0)})), 2)
+			return err
+		}()},
+		{"gathered count", func() error { _, _, err := decodeGathered(payload(t, encodeGathered(0, [][]byte{nil})), 2); return err }()},
+		{"gather op", func() error { _, _, _, err := decodeGather(payload(t, encodeGather(0, 9, nil))); return err }()},
+		{"aborted rank", func() error {
+			_, err := decodeAborted(payload(t, encodeAborted(&RankError{Rank: 5, How: Lost})), 2)
+			return err
+		}()},
+		{"aborted how", func() error {
+			_, err := decodeAborted(payload(t, encodeAborted(&RankError{Rank: 0, How: 9})), 2)
+			return err
+		}()},
+		{"trailing bytes", func() error {
+			_, err := decodeText(append(payload(t, encodeText(msgAbort, "x")), 0), "cause")
+			return err
+		}()},
+		{"short", func() error { _, _, _, err := decodeGather([]byte{1, 2, 3}); return err }()},
+	} {
+		if !errors.Is(tc.err, errProtocol) {
+			t.Errorf("%s: got %v, want a protocol error", tc.name, tc.err)
+		}
+	}
+}
+
+// FuzzMessages: no decoder panics or allocates past its cap, and whatever a decoder
+// accepts re-encodes to the same bytes.
+func FuzzMessages(f *testing.F) {
+	for _, m := range [][]byte{
+		encodeJoin(3, info(1)), encodeWelcome([]RankInfo{info(0), info(1), info(2)}),
+		encodeGather(1, opAllGather, []byte("abc")), encodeGathered(2, [][]byte{{1}, {2}, {3}}),
+		encodeAborted(&RankError{Rank: 1, Host: "h", Pid: 2, How: Lost, Cause: "c"}),
+		encodeText(msgReject, "r"), encodeMsg(msgLeave, nil),
+	} {
+		f.Add(m)
+	}
+	const nranks = 3
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		typ, p, err := readMsg(bytes.NewReader(msg), maxFromRoot(nranks))
+		if err != nil {
+			return
+		}
+		if len(p) > len(msg) {
+			t.Fatalf("payload of %d bytes from a %d-byte message", len(p), len(msg))
+		}
+		var again []byte
+		switch typ {
+		case msgJoin:
+			if n, ri, err := decodeJoin(p, 1); err == nil {
+				again = encodeJoin(n, ri)
+			}
+		case msgWelcome:
+			if peers, err := decodeWelcome(p, nranks); err == nil {
+				again = encodeWelcome(peers)
+			}
+		case msgGather:
+			if rnd, o, d, err := decodeGather(p); err == nil {
+				again = encodeGather(rnd, o, d)
+			}
+		case msgGathered:
+			if rnd, parts, err := decodeGathered(p, nranks); err == nil {
+				again = encodeGathered(rnd, parts)
+			}
+		case msgAborted:
+			if re, err := decodeAborted(p, nranks); err == nil {
+				again = encodeAborted(re)
+			}
+		case msgReject, msgAbort:
+			if s, err := decodeText(p, "text"); err == nil {
+				again = encodeText(typ, s)
+			}
+		}
+		if again != nil && !bytes.Equal(again, msg[:headerSize+len(p)]) {
+			t.Fatalf("%s re-encodes differently:\n got %x\nwant %x", typ, again, msg[:headerSize+len(p)])
+		}
+	})
+}
