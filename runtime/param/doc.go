@@ -48,6 +48,6 @@
 // above NCCL_MAX_NCHANNELS, more than 64 sockets per connection) are errors,
 // not warnings followed by a default.
 //
-// Our additions: NCCL_NCHANNELS (min = max = N), CC_SHM_SPIN_US, and the
+// Our additions: NCCL_NCHANNELS (min = max = N) and the
 // ctring algorithm token.
 package param

@@ -58,12 +58,6 @@ type Params struct {
 	// means stderr.
 	DebugFile string
 
-	// SHMDisable is NCCL_SHM_DISABLE.
-	SHMDisable bool
-	// SHMSpin is CC_SHM_SPIN_US: how long a shared-memory wait spins before
-	// it sleeps on a futex.
-	SHMSpin time.Duration
-
 	// channel knobs as read, resolved into MinChannels/MaxChannels by
 	// checkChannels; 0 means unset.
 	minNChannels, maxNChannels, minNRings, maxNRings, nChannels int

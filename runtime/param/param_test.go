@@ -26,7 +26,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load(empty): %v", err)
 	}
-	if d := Defaults(); d.BuffSize != p.BuffSize || d.DebugSubsys != p.DebugSubsys || d.SHMSpin != p.SHMSpin {
+	if d := Defaults(); d.BuffSize != p.BuffSize || d.DebugSubsys != p.DebugSubsys {
 		t.Errorf("Defaults() = %+v, want Load of an empty environment %+v", d, p)
 	}
 	tests := []struct {
@@ -50,8 +50,6 @@ func TestLoadDefaults(t *testing.T) {
 		{"Debug", p.Debug, DebugNone},
 		{"DebugSubsys", p.DebugSubsys, DefaultSubsys},
 		{"DebugFile", p.DebugFile, ""},
-		{"SHMDisable", p.SHMDisable, false},
-		{"SHMSpin", p.SHMSpin, 20 * time.Microsecond},
 		{"Algo.Set", p.Algo.Set, false},
 		{"Proto.Set", p.Proto.Set, false},
 		{"AlgosFor(AllReduce)", p.AlgosFor(FuncAllReduce), AllAlgos},
@@ -107,10 +105,6 @@ func TestLoadGood(t *testing.T) {
 		{[]string{"NCCL_DEBUG_SUBSYS=^init"}, func(p *Params) any { return p.DebugSubsys }, SubsysAll &^ SubsysInit},
 		{[]string{"NCCL_DEBUG_SUBSYS=TUNING,coll"}, func(p *Params) any { return p.DebugSubsys }, SubsysTuning | SubsysColl},
 		{[]string{"NCCL_DEBUG_FILE=/tmp/nccl.%h.%p"}, func(p *Params) any { return p.DebugFile }, "/tmp/nccl.%h.%p"},
-		{[]string{"NCCL_SHM_DISABLE=1"}, func(p *Params) any { return p.SHMDisable }, true},
-		{[]string{"NCCL_SHM_DISABLE=0"}, func(p *Params) any { return p.SHMDisable }, false},
-		{[]string{"CC_SHM_SPIN_US=0"}, func(p *Params) any { return p.SHMSpin }, time.Duration(0)},
-		{[]string{"CC_SHM_SPIN_US=100000"}, func(p *Params) any { return p.SHMSpin }, 100 * time.Millisecond},
 		// The empty string counts as unset, as in NCCL.
 		{[]string{"NCCL_BUFFSIZE="}, func(p *Params) any { return p.BuffSize }, 4194304},
 		{[]string{"NCCL_ALGO="}, func(p *Params) any { return p.Algo.Set }, false},
@@ -173,9 +167,6 @@ func TestLoadBad(t *testing.T) {
 		{"NCCL_DEBUG=NONE", "allowed: VERSION"},
 		{"NCCL_DEBUG_SUBSYS=INIT,FOO", `unknown subsystem "FOO"`},
 		{"NCCL_DEBUG_SUBSYS=^", "no subsystem named"},
-		{"NCCL_SHM_DISABLE=true", "want 0 or 1"},
-		{"NCCL_SHM_DISABLE=2", "want 0 or 1"},
-		{"CC_SHM_SPIN_US=100001", "0..100000"},
 	}
 	for _, tt := range tests {
 		name, value, _ := strings.Cut(tt.env, "=")
@@ -261,7 +252,7 @@ func TestKnobTable(t *testing.T) {
 		"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS", "NCCL_NCHANNELS",
 		"NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD",
 		"NCCL_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_SLEEP_MSEC", "NCCL_COMM_ID", "NCCL_DEBUG",
-		"NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_SHM_DISABLE", "CC_SHM_SPIN_US"} {
+		"NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"} {
 		if !seen[name] {
 			t.Errorf("knob %s missing from the table", name)
 		}

@@ -128,10 +128,6 @@ var knobs = []knob{
 			return nil
 		},
 	},
-	boolKnob("NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between ranks of one host",
-		func(p *Params, b bool) { p.SHMDisable = b }),
-	intKnob("CC_SHM_SPIN_US", "20", 0, 100000, "microseconds a shared-memory wait spins before sleeping on a futex",
-		func(p *Params, n int) { p.SHMSpin = time.Duration(n) * time.Microsecond }),
 }
 
 // checks run after every knob parsed cleanly: rules that involve several.
@@ -146,23 +142,6 @@ func intKnob(name, def string, lo, hi int, doc string, set func(*Params, int)) k
 				return err
 			}
 			set(p, n)
-			return nil
-		},
-	}
-}
-
-func boolKnob(name, def, doc string, set func(*Params, bool)) knob {
-	return knob{
-		name: name, kind: KindBool, def: def, allowed: "0, 1", doc: doc,
-		parse: func(p *Params, v string) error {
-			switch v {
-			case "0":
-				set(p, false)
-			case "1":
-				set(p, true)
-			default:
-				return errors.New("want 0 or 1")
-			}
 			return nil
 		},
 	}
