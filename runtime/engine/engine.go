@@ -1,0 +1,293 @@
+// Package engine executes algos schedules over FIFO connections.
+//
+// A schedule (package algos) says, per channel and per rank, which primitive
+// to perform on which element range. The engine turns each Op into slices and
+// moves them through the connections a transport provides, NCCL-style:
+//
+//   - every connection has a FIFO of NCCL_STEPS = 8 slots of stepBytes each
+//     (stepBytes = buffSize / 8 for the protocol in use);
+//   - a chunk is ChunkSteps slots, a slice SliceSteps slots, as in NCCL's
+//     collectives.h (ring all-reduce/reduce-scatter/all-gather: 4 and 2;
+//     broadcast, reduce and point-to-point: 1 and 1);
+//   - an Op of nelem elements is cut into slices of
+//     max(divUp(nelem, 16*slicePerChunk)*16, stepElems*SliceSteps/32)
+//     elements (NCCL prims_simple.h), each occupying SliceSteps slots;
+//   - a sender acquires free slots (head/tail flow control), fills them and
+//     posts; a receiver waits for the posted slice, consumes it and releases.
+//
+// The engine knows nothing of sockets or shared memory: SendConn and RecvConn
+// are declared here and satisfied by runtime/transport/*. It knows nothing of
+// algorithms either: it runs whatever Ops it is given.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// NSteps is NCCL_STEPS: the number of slots in every connection's FIFO.
+const NSteps = 8
+
+// SendConn is the sending end of one FIFO connection to a peer.
+type SendConn interface {
+	// Acquire waits until nsteps consecutive slots are free and returns
+	// their memory (nsteps*stepBytes bytes). It returns an error when the
+	// connection or the communicator has failed.
+	Acquire(nsteps int) ([]byte, error)
+	// Post publishes the first n bytes of the acquired slots as one slice.
+	Post(n int) error
+}
+
+// RecvConn is the receiving end of one FIFO connection from a peer.
+type RecvConn interface {
+	// Wait waits for the next slice, which the sender posted with nsteps
+	// slots, and returns its bytes; they stay valid until Release.
+	Wait(nsteps int) ([]byte, error)
+	// Release frees the slots of the slice returned by Wait.
+	Release() error
+}
+
+// RefSender is a SendConn that can send a slice straight from the caller's
+// memory instead of the acquired slots (which it still holds, so that flow
+// control and the receiver see the same steps). The memory must not change
+// until Flush returns.
+type RefSender interface {
+	SendConn
+	PostRef(b []byte) error
+	// Flush waits until every posted slice has left the caller's memory.
+	Flush() error
+}
+
+// Conns gives the engine the connections of one channel.
+type Conns interface {
+	SendTo(peer int) (SendConn, error)
+	RecvFrom(peer int) (RecvConn, error)
+}
+
+// Task is one collective's (or one point-to-point transfer's) work on one
+// channel of one rank.
+type Task struct {
+	Ops  []algos.Op
+	In   []byte       // the Input buffer
+	Out  []byte       // the Output buffer (may be the same memory as In)
+	Type reduce.DataType
+	Fn   *reduce.Func // the reduction; nil for collectives that do not reduce
+
+	StepBytes  int // bytes per FIFO slot
+	ChunkSteps int // slots per chunk
+	SliceSteps int // slots per slice
+
+	// Stable says that, during the task, In is not modified and every
+	// element of Out is written at most once (true of the ring schedules
+	// when the call is not in place): slices may then be sent from In or
+	// Out directly, without a copy into the FIFO.
+	Stable bool
+}
+
+// Run executes t's Ops in order over conns. It returns the first error,
+// wrapped with the Op it happened in.
+func Run(t *Task, conns Conns) error {
+	esize := t.Type.Size()
+	if t.StepBytes < esize || t.SliceSteps < 1 || t.ChunkSteps < t.SliceSteps || t.SliceSteps > NSteps {
+		return fmt.Errorf("engine: bad task geometry: step %d bytes, chunk %d steps, slice %d steps", t.StepBytes, t.ChunkSteps, t.SliceSteps)
+	}
+	var refs []RefSender
+	defer func() {
+		for _, r := range refs {
+			r.Flush() // the memory must be free before the caller reuses it
+		}
+	}()
+	for i := range t.Ops {
+		op := &t.Ops[i]
+		if op.Count <= 0 {
+			continue
+		}
+		ref, err := runOp(t, op, conns, esize)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if ref != nil && !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
+		}
+	}
+	for _, r := range refs {
+		if err := r.Flush(); err != nil {
+			return err
+		}
+	}
+	refs = nil
+	return nil
+}
+
+// sliceElems is NCCL's slice size for an Op of nelem elements
+// (prims_simple.h): at least 1/slicePerChunk of the Op, rounded up to 16
+// elements, and at least 1/32 of a full slice; never more than a full slice.
+func sliceElems(t *Task, nelem int64, esize int) int64 {
+	stepElems := int64(t.StepBytes / esize)
+	full := stepElems * int64(t.SliceSteps)
+	slicePerChunk := int64(t.ChunkSteps / t.SliceSteps)
+	s := divUp(nelem, 16*slicePerChunk) * 16
+	if m := full / 32; s < m {
+		s = m
+	}
+	if s > full {
+		s = full
+	}
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// runOp runs one Op slice by slice. It returns the connection it sent on by
+// reference, if any, which must be flushed before the task returns.
+func runOp(t *Task, op *algos.Op, conns Conns, esize int) (RefSender, error) {
+	var send SendConn
+	var recv RecvConn
+	var err error
+	if op.SendTo != algos.NoPeer {
+		if send, err = conns.SendTo(op.SendTo); err != nil {
+			return nil, err
+		}
+	}
+	if op.RecvFrom != algos.NoPeer {
+		if recv, err = conns.RecvFrom(op.RecvFrom); err != nil {
+			return nil, err
+		}
+	}
+	var ref RefSender
+	if r, ok := send.(RefSender); ok && t.Stable && refValue(t, op) {
+		ref = r
+	}
+	step := sliceElems(t, op.Count, esize)
+	for off := int64(0); off < op.Count; off += step {
+		n := min(step, op.Count-off)
+		if err := runSlice(t, op, send, ref, recv, off, n, esize); err != nil {
+			return ref, err
+		}
+	}
+	return ref, nil
+}
+
+// refValue reports whether an Op's value ends up in user memory that can be
+// sent from directly: its destination, or its unmodified local operand.
+func refValue(t *Task, op *algos.Op) bool {
+	if op.Dst != algos.None {
+		return true
+	}
+	plainLocal := op.RecvFrom == algos.NoPeer && op.Src != algos.None && !op.PostOp
+	return plainLocal && !(op.Src == algos.Input && t.Fn != nil && t.Fn.HasPre())
+}
+
+// runSlice performs one slice of an Op: receive, combine with the local
+// operand, write to the destination, send.
+func runSlice(t *Task, op *algos.Op, send SendConn, ref RefSender, recv RecvConn, off, n int64, esize int) error {
+	nb := int(n) * esize
+	var in []byte
+	if recv != nil {
+		b, err := recv.Wait(t.SliceSteps)
+		if err != nil {
+			return err
+		}
+		if len(b) != nb {
+			return fmt.Errorf("peer %d sent a slice of %d bytes, want %d (do all ranks use the same NCCL_* settings?)", op.RecvFrom, len(b), nb)
+		}
+		in = b
+	}
+	var out []byte
+	if send != nil {
+		b, err := send.Acquire(t.SliceSteps)
+		if err != nil {
+			return err
+		}
+		out = b[:nb]
+	}
+	local := region(t, op.Src, op.SrcOff+off, n, esize)
+	dst := region(t, op.Dst, op.DstOff+off, n, esize)
+
+	var sent []byte // the value in user memory, when sent by reference
+	target := dst
+	switch {
+	case target != nil:
+	case ref != nil:
+		sent = local // a plain local operand, sent as it is
+	default:
+		target = out
+	}
+	if target != nil {
+		combine(t, op, target, in, local)
+		if op.PostOp && t.Fn != nil && t.Fn.HasPost() {
+			t.Fn.Post(target, target)
+		}
+		if out != nil {
+			if ref != nil {
+				sent = dst
+			} else if dst != nil {
+				copy(out, dst)
+			}
+		}
+	}
+	if recv != nil {
+		if err := recv.Release(); err != nil {
+			return err
+		}
+	}
+	if ref != nil {
+		return ref.PostRef(sent)
+	}
+	if send != nil {
+		return send.Post(nb)
+	}
+	return nil
+}
+
+// combine computes the value of one slice into target: the received data,
+// the local operand, or their reduction. The pre-operation (premulsum's
+// scalar, a floating average's 1/nranks) applies to data read from Input.
+func combine(t *Task, op *algos.Op, target, in, local []byte) {
+	pre := op.Src == algos.Input && t.Fn != nil && t.Fn.HasPre()
+	switch {
+	case in != nil && local != nil && op.Reduce:
+		if pre {
+			t.Fn.ReducePre(target, in, local)
+		} else {
+			t.Fn.Reduce(target, in, local)
+		}
+	case in != nil:
+		copy(target, in)
+	case local != nil:
+		if pre {
+			t.Fn.Pre(target, local)
+		} else if !sameMemory(target, local) {
+			copy(target, local)
+		}
+	}
+}
+
+func region(t *Task, b algos.Buf, off, n int64, esize int) []byte {
+	var buf []byte
+	switch b {
+	case algos.None:
+		return nil
+	case algos.Input:
+		buf = t.In
+	case algos.Output:
+		buf = t.Out
+	}
+	lo := off * int64(esize)
+	return buf[lo : lo+n*int64(esize)]
+}
+
+func sameMemory(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+func divUp(a, b int64) int64 { return (a + b - 1) / b }
+
+// ErrClosed is returned by connections used after their communicator closed.
+var ErrClosed = errors.New("connection closed")

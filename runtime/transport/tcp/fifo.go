@@ -1,0 +1,372 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/seed-760dd1f1/cc/runtime/engine"
+)
+
+// A frame is one posted slice on the wire: a 24-byte header
+//
+//	[0:4]   payload size in bytes (little endian)
+//	[4:8]   nsteps: FIFO slots the slice occupies
+//	[8:16]  step: the FIFO step counter of its first slot
+//	[16:24] seq: the frame's sequence number on this connection
+//
+// followed by the payload. Frames go round-robin over a connection's
+// sockets (frame seq on socket seq % nsocks); step says where a frame lands
+// in the receiver's FIFO, seq in which order the engine consumes it.
+//
+// Steps follow NCCL: a connection's step counter only grows, a slice of
+// nsteps slots starts at a step aligned to nsteps (NCCL rounds conn->step up
+// when a primitive starts), so a slice never wraps around the FIFO end.
+const headerSize = 24
+
+// ring tracks up to NSteps outstanding frames by sequence number.
+type ring struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	buf  []byte // NSteps slots of stepBytes
+	step int    // stepBytes
+	ent  [engine.NSteps]entry
+	head uint64 // end step of the last freed frame: slots below are free
+	hseq uint64 // seq of the next frame to free
+	err  error
+}
+
+type entry struct {
+	ref         []byte // payload in the caller's memory instead of the slots
+	seq         uint64
+	step        uint64
+	nsteps      int
+	size        int
+	done, valid bool
+}
+
+func newRing(stepBytes int) *ring {
+	r := &ring{buf: make([]byte, stepBytes*engine.NSteps), step: stepBytes}
+	r.cond.L = &r.mu
+	return r
+}
+
+// fail records the first error and wakes every waiter.
+func (r *ring) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+func (r *ring) slot(step uint64, nsteps int) []byte {
+	i := int(step % engine.NSteps)
+	return r.buf[i*r.step : (i+nsteps)*r.step]
+}
+
+// fits reports whether slots [step, step+nsteps) are free. Called with mu.
+func (r *ring) fits(step uint64, nsteps int) bool {
+	return step+uint64(nsteps) <= r.head+engine.NSteps
+}
+
+func alignStep(step uint64, nsteps int) uint64 {
+	n := uint64(nsteps)
+	return (step + n - 1) / n * n
+}
+
+// SendConn is the sending end of a connection: the engine fills FIFO slots
+// and posts them; one writer goroutine per socket writes its frames out and
+// frees their slots.
+type SendConn struct {
+	r      *ring
+	socks  []net.Conn
+	peer   string
+	queues []chan entry
+	closed bool // guarded by r.mu
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	// engine side, one goroutine at a time
+	next uint64 // step of the next slice
+	seq  uint64 // seq of the next frame
+	cur  int    // nsteps of the acquired slice
+}
+
+func newSendConn(socks []net.Conn, stepBytes int, peer string) *SendConn {
+	c := &SendConn{r: newRing(stepBytes), socks: socks, peer: peer}
+	c.queues = make([]chan entry, len(socks))
+	for i := range socks {
+		c.queues[i] = make(chan entry, engine.NSteps)
+		c.wg.Add(1)
+		go c.writer(i)
+	}
+	return c
+}
+
+// Acquire implements engine.SendConn.
+func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
+	r := c.r
+	c.next = alignStep(c.next, nsteps)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.err == nil && !r.fits(c.next, nsteps) {
+		r.cond.Wait()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	c.cur = nsteps
+	return r.slot(c.next, nsteps), nil
+}
+
+// Post implements engine.SendConn.
+func (c *SendConn) Post(n int) error {
+	return c.post(entry{size: n})
+}
+
+// PostRef implements engine.RefSender: the slice is written from b, which
+// must not change until Flush returns.
+func (c *SendConn) PostRef(b []byte) error {
+	if len(b) > c.cur*c.r.step {
+		return fmt.Errorf("slice of %d bytes exceeds its %d slots", len(b), c.cur)
+	}
+	return c.post(entry{size: len(b), ref: b})
+}
+
+func (c *SendConn) post(e entry) error {
+	e.seq, e.step, e.nsteps, e.valid = c.seq, c.next, c.cur, true
+	c.next += uint64(c.cur)
+	c.seq++
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	r.ent[e.seq%engine.NSteps] = e
+	// At most NSteps frames are outstanding (each holds a slot), so the
+	// queue never fills and this send does not block.
+	c.queues[e.seq%uint64(len(c.queues))] <- e
+	return nil
+}
+
+// writer writes socket i's frames in order; it exits when its queue is
+// closed (Close) or a write fails.
+func (c *SendConn) writer(i int) {
+	defer c.wg.Done()
+	sock := c.socks[i]
+	r := c.r
+	var hdr [headerSize]byte
+	for e := range c.queues[i] {
+		binary.LittleEndian.PutUint32(hdr[0:], uint32(e.size))
+		binary.LittleEndian.PutUint32(hdr[4:], uint32(e.nsteps))
+		binary.LittleEndian.PutUint64(hdr[8:], e.step)
+		binary.LittleEndian.PutUint64(hdr[16:], e.seq)
+		data := e.ref
+		if data == nil {
+			data = r.slot(e.step, e.nsteps)[:e.size]
+		}
+		bufs := net.Buffers{hdr[:], data}
+		if _, err := bufs.WriteTo(sock); err != nil {
+			r.fail(fmt.Errorf("send to %s: %w", c.peer, err))
+			return
+		}
+		r.mu.Lock()
+		r.ent[e.seq%engine.NSteps].done = true
+		r.ent[e.seq%engine.NSteps].ref = nil
+		// Sockets finish out of order: free the in-order prefix.
+		for {
+			h := &r.ent[r.hseq%engine.NSteps]
+			if !h.valid || !h.done || h.seq != r.hseq {
+				break
+			}
+			r.head = h.step + uint64(h.nsteps)
+			h.valid = false
+			r.hseq++
+		}
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	}
+}
+
+// Flush waits until every posted frame has been written to its socket.
+func (c *SendConn) Flush() error {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.err == nil && r.hseq < c.seq {
+		r.cond.Wait()
+	}
+	if r.hseq < c.seq {
+		return r.err
+	}
+	return nil
+}
+
+// Fail makes every pending and later call return err.
+func (c *SendConn) Fail(err error) { c.r.fail(err) }
+
+// Close stops the writers and closes the sockets. Unflushed frames are lost.
+func (c *SendConn) Close() error {
+	c.once.Do(func() {
+		c.r.fail(engine.ErrClosed)
+		c.r.mu.Lock()
+		c.closed = true
+		for _, q := range c.queues {
+			close(q)
+		}
+		c.r.mu.Unlock()
+		for _, s := range c.socks {
+			s.Close()
+		}
+		c.wg.Wait()
+	})
+	return nil
+}
+
+// RecvConn is the receiving end: one reader goroutine per socket reads
+// frames into free FIFO slots; the engine consumes them in sequence order.
+type RecvConn struct {
+	r       *ring
+	socks   []net.Conn
+	peer    string
+	onError func(error)
+	closing bool // guarded by r.mu
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+func newRecvConn(socks []net.Conn, stepBytes int, peer string, onError func(error)) *RecvConn {
+	c := &RecvConn{r: newRing(stepBytes), socks: socks, peer: peer, onError: onError}
+	for i := range socks {
+		c.wg.Add(1)
+		go c.reader(i)
+	}
+	return c
+}
+
+// reader reads socket i's frames; it exits on Close or on its first error,
+// which it records and reports through onError unless the connection is
+// closing.
+func (c *RecvConn) reader(i int) {
+	defer c.wg.Done()
+	sock := c.socks[i]
+	r := c.r
+	nsocks := uint64(len(c.socks))
+	want := uint64(i) // next seq expected on this socket
+	var hdr [headerSize]byte
+	for {
+		if _, err := io.ReadFull(sock, hdr[:]); err != nil {
+			c.readFailed(err)
+			return
+		}
+		size := int(binary.LittleEndian.Uint32(hdr[0:]))
+		nsteps := int(binary.LittleEndian.Uint32(hdr[4:]))
+		step := binary.LittleEndian.Uint64(hdr[8:])
+		seq := binary.LittleEndian.Uint64(hdr[16:])
+		r.mu.Lock()
+		if nsteps < 1 || nsteps > engine.NSteps || size > nsteps*r.step || step%uint64(nsteps) != 0 || step < r.head || seq != want {
+			r.mu.Unlock()
+			c.readFailed(fmt.Errorf("protocol error: frame seq %d (want %d) step %d, %d steps, %d bytes", seq, want, step, nsteps, size))
+			return
+		}
+		want += nsocks
+		for r.err == nil && (!r.fits(step, nsteps) || seq >= r.hseq+engine.NSteps) {
+			r.cond.Wait()
+		}
+		if r.err != nil {
+			r.mu.Unlock()
+			return
+		}
+		dst := r.slot(step, nsteps)[:size]
+		r.mu.Unlock()
+		if _, err := io.ReadFull(sock, dst); err != nil {
+			c.readFailed(err)
+			return
+		}
+		r.mu.Lock()
+		r.ent[seq%engine.NSteps] = entry{seq: seq, step: step, nsteps: nsteps, size: size, done: true, valid: true}
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	}
+}
+
+func (c *RecvConn) readFailed(err error) {
+	c.r.mu.Lock()
+	closing := c.closing
+	c.r.mu.Unlock()
+	if closing {
+		return
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("connection from %s closed by the peer", c.peer)
+	} else {
+		err = fmt.Errorf("receive from %s: %w", c.peer, err)
+	}
+	c.r.fail(err)
+	if c.onError != nil {
+		c.onError(err)
+	}
+}
+
+// Wait implements engine.RecvConn.
+func (c *RecvConn) Wait(nsteps int) ([]byte, error) {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		e := &r.ent[r.hseq%engine.NSteps]
+		if e.valid && e.done && e.seq == r.hseq {
+			if e.nsteps != nsteps {
+				return nil, fmt.Errorf("%s sent a slice of %d steps, want %d (do all ranks use the same NCCL_* settings?)", c.peer, e.nsteps, nsteps)
+			}
+			return r.slot(e.step, e.nsteps)[:e.size], nil
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		r.cond.Wait()
+	}
+}
+
+// Release implements engine.RecvConn.
+func (c *RecvConn) Release() error {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := &r.ent[r.hseq%engine.NSteps]
+	r.head = e.step + uint64(e.nsteps)
+	e.valid = false
+	r.hseq++
+	r.cond.Broadcast()
+	return nil
+}
+
+// Fail makes every pending and later call return err.
+func (c *RecvConn) Fail(err error) { c.r.fail(err) }
+
+// SetClosing marks the connection as shutting down: the peer closing it
+// from now on is expected and not reported.
+func (c *RecvConn) SetClosing() {
+	c.r.mu.Lock()
+	c.closing = true
+	c.r.mu.Unlock()
+}
+
+// Close stops the readers and closes the sockets.
+func (c *RecvConn) Close() error {
+	c.once.Do(func() {
+		c.SetClosing()
+		c.r.fail(engine.ErrClosed)
+		for _, s := range c.socks {
+			s.Close()
+		}
+		c.wg.Wait()
+	})
+	return nil
+}

@@ -1,0 +1,214 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seed-760dd1f1/cc/runtime/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var testJob = wire.Job{ID: "tcp-test", Secret: []byte("s3cret")}
+
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logSink) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logSink) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func pair(t *testing.T, nsocks int, onError func(error)) (*Transport, *Transport, *logSink) {
+	t.Helper()
+	logs := &logSink{}
+	mk := func(rank int) *Transport {
+		tr, err := Listen(Options{Rank: rank, Job: testJob, ListenAddr: "127.0.0.1:0", NSocks: nsocks, RetryCnt: 3, RetrySleep: 10 * time.Millisecond, Logf: logs.logf, OnError: onError})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	return mk(0), mk(1), logs
+}
+
+func connect(t *testing.T, a, b *Transport, stepBytes int) (*SendConn, *RecvConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var s *SendConn
+	var serr error
+	done := make(chan struct{})
+	go func() { defer close(done); s, serr = a.Connect(ctx, 1, b.Addr(), 7, stepBytes) }()
+	r, err := b.Accept(ctx, 0, 7, stepBytes)
+	<-done
+	if serr != nil || err != nil {
+		t.Fatalf("connect: %v / accept: %v", serr, err)
+	}
+	return s, r
+}
+
+// payload is slice i's content: its length and bytes depend on i.
+func payload(i, max int) []byte {
+	n := (i*7919)%max + 1
+	b := make([]byte, n)
+	for j := range b {
+		b[j] = byte(i + j*13)
+	}
+	return b
+}
+
+// TestSlicesInOrderOverManySockets sends slices of 1 and 2 steps (so step
+// alignment leaves gaps) over 1 and 3 sockets; the receiver must see every
+// slice intact and in order, with flow control keeping at most 8 slots busy.
+func TestSlicesInOrderOverManySockets(t *testing.T) {
+	for _, nsocks := range []int{1, 3} {
+		t.Run(fmt.Sprint(nsocks), func(t *testing.T) {
+			a, b, _ := pair(t, nsocks, nil)
+			const stepBytes, n = 256, 2000
+			s, r := connect(t, a, b, stepBytes)
+			errc := make(chan error, 1)
+			go func() {
+				for i := 0; i < n; i++ {
+					nsteps := 1 + (i/3)%2
+					buf, err := s.Acquire(nsteps)
+					if err != nil {
+						errc <- err
+						return
+					}
+					p := payload(i, nsteps*stepBytes)
+					copy(buf, p)
+					if err := s.Post(len(p)); err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- s.Flush()
+			}()
+			for i := 0; i < n; i++ {
+				nsteps := 1 + (i/3)%2
+				got, err := r.Wait(nsteps)
+				if err != nil {
+					t.Fatalf("slice %d: %v", i, err)
+				}
+				if want := payload(i, nsteps*stepBytes); !bytes.Equal(got, want) {
+					t.Fatalf("slice %d: got %d bytes %x..., want %d bytes %x...", i, len(got), got[:min(8, len(got))], len(want), want[:8])
+				}
+				r.Release()
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestMismatchedSteps: a receiver expecting another slice geometry gets an
+// error that points at mismatched settings.
+func TestMismatchedSteps(t *testing.T) {
+	a, b, _ := pair(t, 1, nil)
+	s, r := connect(t, a, b, 128)
+	buf, _ := s.Acquire(2)
+	copy(buf, "x")
+	s.Post(1)
+	if _, err := r.Wait(1); err == nil || !strings.Contains(err.Error(), "same NCCL_* settings") {
+		t.Fatalf("got %v, want a settings mismatch error", err)
+	}
+}
+
+// TestStrangersDropped: garbage and a wrong secret on the listener are
+// dropped with one log line each; a good connection still works afterwards.
+func TestStrangersDropped(t *testing.T) {
+	a, b, logs := pair(t, 1, nil)
+	c, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n" + strings.Repeat("x", 200)))
+	c.Close()
+	bad := wire.Job{ID: testJob.ID, Secret: []byte("wrong")}
+	if c, err := wire.Dial(context.Background(), b.Addr(), bad, wire.Hello{Kind: wire.KindData}, 0, 0); err == nil {
+		c.Close()
+		t.Fatal("wrong secret accepted")
+	}
+	s, r := connect(t, a, b, 128)
+	buf, _ := s.Acquire(1)
+	copy(buf, "hello")
+	s.Post(5)
+	got, err := r.Wait(1)
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("after strangers: got %q, %v", got, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(logs.all(), "dropped connection") < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := strings.Count(logs.all(), "dropped connection"); n != 2 {
+		t.Fatalf("want 2 log lines for 2 strangers, got %d:\n%s", n, logs.all())
+	}
+}
+
+// TestPeerDeath: the sender vanishing makes a waiting receiver fail with an
+// error naming the peer, and OnError hears about it.
+func TestPeerDeath(t *testing.T) {
+	reported := make(chan error, 4)
+	a, b, _ := pair(t, 2, func(err error) { reported <- err })
+	s, r := connect(t, a, b, 128)
+	waitErr := make(chan error, 1)
+	go func() { _, err := r.Wait(1); waitErr <- err }()
+	for _, sock := range s.socks {
+		sock.(*net.TCPConn).SetLinger(0) // reset, like a killed process
+	}
+	s.Close()
+	select {
+	case err := <-waitErr:
+		if err == nil || !strings.Contains(err.Error(), "rank 0") {
+			t.Fatalf("got %v, want an error naming rank 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("receiver still waiting 20s after its peer died (hang guard)")
+	}
+	select {
+	case err := <-reported:
+		if !strings.Contains(err.Error(), "rank 0") {
+			t.Fatalf("OnError got %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("OnError not called (hang guard)")
+	}
+}
+
+// TestCloseWhileAccepting: Close ends an Accept that no peer will satisfy.
+func TestCloseWhileAccepting(t *testing.T) {
+	_, b, _ := pair(t, 1, nil)
+	errc := make(chan error, 1)
+	go func() { _, err := b.Accept(context.Background(), 5, 0, 128); errc <- err }()
+	time.Sleep(20 * time.Millisecond)
+	b.Close()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("Accept returned no error after Close")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Accept still blocked after Close (hang guard)")
+	}
+}
