@@ -1,0 +1,480 @@
+// Package comm is cc's embedded collective-communication API, modelled on
+// NCCL: a communicator of nranks ranks performs AllReduce, ReduceScatter,
+// AllGather, Broadcast, Reduce, AllToAll and Send/Recv on plain byte slices.
+//
+//	c, err := comm.InitFromEnv(ctx)            // rank and root from ccrun, torchrun, mpirun or srun
+//	defer c.Close()
+//	err = c.AllReduce(send, recv, count, reduce.Float32, reduce.Sum)
+//
+// In one process, InitLocal makes n communicators whose ranks are goroutines
+// talking over loopback TCP (what cc-perf's -t and the tests use).
+//
+// Every call blocks until this rank's part is done. Calls between GroupStart
+// and GroupEnd are queued and run by GroupEnd: collectives batched in call
+// order, point-to-point transfers concurrently. A failure anywhere in the job
+// (a peer that dies, a reset connection, Abort on any rank) makes every
+// pending and later call on every rank return an error naming its cause.
+//
+// Underneath: runtime/bootstrap joins the ranks and carries aborts,
+// runtime/transport/tcp moves bytes, algos generates the schedules and
+// runtime/engine runs them over FIFO connections, one goroutine per channel.
+// Knobs are NCCL's environment variables, parsed once by runtime/param.
+package comm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/hw"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
+	"github.com/seed-760dd1f1/cc/runtime/debuglog"
+	"github.com/seed-760dd1f1/cc/runtime/param"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+	"github.com/seed-760dd1f1/cc/runtime/transport/tcp"
+	"github.com/seed-760dd1f1/cc/runtime/wire"
+)
+
+// Options say how a rank joins its job.
+type Options struct {
+	Rank, NRanks int
+	RootAddr     string        // the bootstrap root's address (host:port)
+	HostRoot     bool          // this rank hosts the root, listening on RootAddr
+	Job          wire.Job      // job id and secret shared by every rank
+	Params       *param.Params // nil: read NCCL_* from the environment
+
+	root *bootstrap.Root // a root created by InitLocal, owned by rank 0
+}
+
+// Comm is one rank's communicator. Its methods are not safe for concurrent
+// use, like an NCCL communicator: one goroutine drives a Comm.
+type Comm struct {
+	rank, nranks int
+	host         string
+	p            *param.Params
+	log          *debuglog.Logger
+	boot         *bootstrap.Client
+	root         *bootstrap.Root
+	rootDone     chan struct{}
+	tr           *tcp.Transport
+	peers        []bootstrap.RankInfo
+
+	nchannels int
+	stepBytes int // Simple protocol: NCCL_BUFFSIZE / NCCL_STEPS
+	channels  []*channel
+	p2p       *channel
+	workers   []*worker
+
+	ctx    context.Context // cancelled with the abort cause
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // the bootstrap watcher
+
+	mu         sync.Mutex
+	err        error // the abort cause, once set
+	closing    bool
+	settled    chan struct{} // closed when err is final (see fail)
+	settleOnce sync.Once
+
+	ready    bool // Init completed
+	group    groupState
+	customOp map[reduce.Op]preMulSum
+	nextOp   reduce.Op
+}
+
+// Init joins the job described by o and connects this rank to its peers.
+func Init(ctx context.Context, o Options) (*Comm, error) {
+	if o.NRanks < 1 || o.Rank < 0 || o.Rank >= o.NRanks {
+		return nil, fmt.Errorf("rank %d of %d: want 0 <= rank < nranks and nranks >= 1", o.Rank, o.NRanks)
+	}
+	p := o.Params
+	if p == nil {
+		var err error
+		if p, err = param.Load(os.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkImplemented(p); err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	lg, err := debuglog.New(p, host, os.Getpid(), o.Rank)
+	if err != nil {
+		return nil, err
+	}
+	c := &Comm{rank: o.Rank, nranks: o.NRanks, host: host, p: p, log: lg, root: o.root,
+		customOp: map[reduce.Op]preMulSum{}, nextOp: firstCustomOp}
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	c.settled = make(chan struct{})
+	if err := c.init(ctx, o); err != nil {
+		c.teardown()
+		return nil, fmt.Errorf("rank %d: init: %w", o.Rank, err)
+	}
+	c.ready = true
+	return c, nil
+}
+
+func (c *Comm) init(ctx context.Context, o Options) error {
+	p := c.p
+	rootAddr := o.RootAddr
+	if o.HostRoot && c.root == nil {
+		ln, err := net.Listen("tcp", o.RootAddr)
+		if err != nil {
+			return fmt.Errorf("host the bootstrap root on %s: %w", o.RootAddr, err)
+		}
+		c.root = bootstrap.NewRoot(ln, o.NRanks, o.Job, c.warnf)
+	}
+	if c.root != nil {
+		rootAddr = c.root.Addr()
+		c.rootDone = make(chan struct{})
+		go func() {
+			defer close(c.rootDone)
+			c.root.Serve(context.Background()) // ends with root.Close in teardown
+		}()
+	}
+	var match func(string) bool
+	if p.SocketIfname.IsSet() {
+		match = p.SocketIfname.Match
+	}
+	family := map[param.SocketFamily]tcp.Family{param.FamilyInet: tcp.IPv4, param.FamilyInet6: tcp.IPv6}[p.SocketFamily]
+	ip, err := tcp.ListenIP(p.SocketIfname.String(), match, family, rootAddr)
+	if err != nil {
+		return err
+	}
+	c.tr, err = tcp.Listen(tcp.Options{
+		Rank: c.rank, Job: o.Job, ListenAddr: net.JoinHostPort(ip, "0"),
+		NSocks:   p.SocketNThreads * p.NSocksPerThread,
+		RetryCnt: p.SocketRetryCnt, RetrySleep: p.SocketRetrySleep,
+		Logf:    c.warnf,
+		OnError: func(err error) { c.fail(fmt.Errorf("rank %d: %w", c.rank, err)) },
+	})
+	if err != nil {
+		return err
+	}
+	id, err := hw.HostIdentity(hw.Root())
+	if err != nil {
+		return err
+	}
+	me := bootstrap.RankInfo{Rank: c.rank, Addr: c.tr.Addr(), HostID: id.String(), Host: c.host, Pid: os.Getpid()}
+	c.boot, err = bootstrap.Join(ctx, rootAddr, o.Job, me, o.NRanks, p.SocketRetryCnt, p.SocketRetrySleep)
+	if err != nil {
+		return err
+	}
+	c.peers = c.boot.Peers()
+	c.wg.Add(1)
+	go c.watch()
+
+	cores, err := hw.Cores(hw.Root())
+	if err != nil {
+		c.warnf("counting cores: %v; assuming 1", err)
+		cores = 1
+	}
+	c.nchannels = channelCount(p, cores)
+	c.stepBytes = p.BuffSize / engine.NSteps
+	c.p2p = newChannel(c, p2pChannel)
+	for i := 0; i < c.nchannels; i++ {
+		c.channels = append(c.channels, newChannel(c, i))
+	}
+	if err := c.connectRings(ctx); err != nil {
+		return err
+	}
+	for i := 1; i < c.nchannels; i++ {
+		c.workers = append(c.workers, newWorker())
+	}
+	c.infof(param.SubsysInit, "comm rank %d nranks %d host %s: %d channels, buffsize %d, %d sockets per connection, listening on %s - Init COMPLETE",
+		c.rank, c.nranks, c.host, c.nchannels, p.BuffSize, p.SocketNThreads*p.NSocksPerThread, c.tr.Addr())
+	return nil
+}
+
+// watch turns a job-wide abort (any rank failed, or the root is lost) into
+// this communicator's abort. It exits when the bootstrap client is done.
+func (c *Comm) watch() {
+	defer c.wg.Done()
+	<-c.boot.Done()
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing {
+		return
+	}
+	if c.abortLocal(c.boot.Err()) {
+		c.settle()
+	}
+}
+
+// Rank is this rank's index in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// NRanks is the number of ranks in the communicator.
+func (c *Comm) NRanks() int { return c.nranks }
+
+// Host is this rank's hostname.
+func (c *Comm) Host() string { return c.host }
+
+// NChannels is the number of channels the communicator has connected.
+func (c *Comm) NChannels() int { return c.nchannels }
+
+// Peers describes every rank of the job, index = rank.
+func (c *Comm) Peers() []bootstrap.RankInfo { return c.peers }
+
+// Err returns the cause of the communicator's abort, or nil.
+func (c *Comm) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Abort makes every pending and later call of every rank of the job return
+// an error carrying cause. It does not release resources: Close does.
+func (c *Comm) Abort(cause error) {
+	if cause == nil {
+		cause = errors.New("aborted")
+	}
+	cause = fmt.Errorf("rank %d aborted: %w", c.rank, cause)
+	if c.abortLocal(cause) {
+		if c.boot != nil {
+			c.boot.Abort(cause)
+		}
+		c.settle()
+	}
+}
+
+// verdictGrace is how long a rank that saw a failure itself (a connection
+// reset, a peer's EOF) waits for the root's verdict before reporting its own
+// view. The root's verdict names the job's first failure: when rank 2 dies,
+// rank 1 may first see rank 0 hang up (rank 0 exited because of rank 2), and
+// should still report rank 2.
+const verdictGrace = 5 * time.Second
+
+// fail handles a fatal error this rank detected itself: connections fail at
+// once, and the error calls return is the job's verdict (see verdictGrace).
+func (c *Comm) fail(cause error) {
+	if !c.abortLocal(cause) {
+		return
+	}
+	if c.boot == nil {
+		c.settle()
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-c.boot.Done():
+			c.adoptVerdict()
+		case <-time.After(verdictGrace):
+			c.boot.Abort(cause) // we are the first to know: tell everyone
+		}
+		c.settle()
+	}()
+}
+
+// adoptVerdict replaces this rank's own view of a failure with the root's,
+// which names the first failure of the job.
+func (c *Comm) adoptVerdict() {
+	var re *bootstrap.RankError
+	var rl *bootstrap.RootLostError
+	if err := c.boot.Err(); errors.As(err, &re) || errors.As(err, &rl) {
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
+	}
+}
+
+// settle marks the abort cause as final.
+func (c *Comm) settle() { c.settleOnce.Do(func() { close(c.settled) }) }
+
+// failure returns the abort cause once it is final.
+func (c *Comm) failure() error {
+	<-c.settled
+	return c.Err()
+}
+
+// abortLocal records cause and fails this rank's connections; it reports
+// whether cause was the first.
+func (c *Comm) abortLocal(cause error) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.err = cause
+	c.mu.Unlock()
+	c.warnf("%v", cause)
+	c.cancel(cause)
+	for _, ch := range c.allChannels() {
+		ch.fail(cause)
+	}
+	return true
+}
+
+func (c *Comm) allChannels() []*channel {
+	chs := append([]*channel(nil), c.channels...)
+	if c.p2p != nil {
+		chs = append(chs, c.p2p)
+	}
+	return chs
+}
+
+// Close waits for every rank to reach Close (so that no peer still needs
+// this rank's connections), then releases everything. After an abort it
+// does not wait.
+func (c *Comm) Close() error {
+	if c.group.depth > 0 {
+		return fmt.Errorf("rank %d: close inside a group (GroupStart without GroupEnd)", c.rank)
+	}
+	c.mu.Lock()
+	c.closing = true
+	aborted := c.err
+	c.mu.Unlock()
+	for _, ch := range c.allChannels() {
+		ch.setClosing()
+	}
+	var err error
+	if aborted == nil {
+		ctx, cancel := context.WithTimeout(c.ctx, 60*time.Second)
+		err = c.boot.Barrier(ctx)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("rank %d: close: %w", c.rank, err)
+		}
+	}
+	c.teardown()
+	return err
+}
+
+// teardown releases everything Init acquired; every goroutine has exited
+// when it returns.
+func (c *Comm) teardown() {
+	for _, w := range c.workers {
+		w.stop()
+	}
+	if c.tr != nil {
+		c.tr.Close()
+	}
+	if c.boot != nil {
+		c.boot.Close()
+	}
+	if c.root != nil {
+		if c.rootDone != nil && c.ready && c.Err() == nil {
+			c.awaitAllLeft()
+		}
+		c.root.Close()
+		if c.rootDone != nil {
+			<-c.rootDone
+		}
+	}
+	c.cancel(errors.New("communicator closed"))
+	c.wg.Wait()
+	c.log.Close()
+}
+
+// awaitAllLeft keeps a hosted root up until every rank has left, so that
+// no rank loses the root while it is still closing.
+func (c *Comm) awaitAllLeft() {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-c.root.Events():
+			if !ok || ev.Kind == bootstrap.EventAllLeft || ev.Kind == bootstrap.EventAborted {
+				return
+			}
+		case <-timeout:
+			c.warnf("bootstrap root: not every rank left within 30s; closing it")
+			return
+		}
+	}
+}
+
+func (c *Comm) infof(sub param.Subsys, format string, args ...any) {
+	c.log.Info(sub, format, args...)
+}
+
+func (c *Comm) warnf(format string, args ...any) {
+	c.log.Warn(format, args...)
+}
+
+// InitLocal creates nranks communicators in this process, ranks as
+// goroutines over loopback TCP, with an in-process bootstrap root. p nil
+// means the environment's NCCL_* settings.
+func InitLocal(ctx context.Context, nranks int, p *param.Params) ([]*Comm, error) {
+	if nranks < 1 {
+		return nil, fmt.Errorf("nranks %d: want at least 1", nranks)
+	}
+	if p == nil {
+		var err error
+		if p, err = param.Load(os.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
+	job, err := NewJob()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the bootstrap root: %w", err)
+	}
+	root := bootstrap.NewRoot(ln, nranks, job, func(string, ...any) {})
+	comms := make([]*Comm, nranks)
+	errs := make([]error, nranks)
+	var wg sync.WaitGroup
+	for r := 0; r < nranks; r++ {
+		o := Options{Rank: r, NRanks: nranks, RootAddr: root.Addr(), Job: job, Params: p}
+		if r == 0 {
+			o.root = root
+		}
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			comms[r], errs[r] = Init(ctx, o)
+		}(r)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range comms {
+			if c != nil {
+				c.Abort(err)
+				c.teardown()
+			}
+		}
+		if comms[0] == nil {
+			root.Close()
+		}
+		return nil, err
+	}
+	return comms, nil
+}
+
+// NewJob returns a fresh job identity with a random id and secret.
+func NewJob() (wire.Job, error) {
+	b := make([]byte, 40)
+	if _, err := rand.Read(b); err != nil {
+		return wire.Job{}, fmt.Errorf("job secret: %w", err)
+	}
+	// Hex keeps the secret printable: it travels in CC_JOB_SECRET.
+	return wire.Job{ID: "local-" + hex.EncodeToString(b[:8]), Secret: []byte(hex.EncodeToString(b[8:]))}, nil
+}
+
+// InitFromEnv joins the job the launcher's environment describes (ccrun,
+// torchrun, Open MPI, PMI, Slurm; or a single rank with no launcher).
+func InitFromEnv(ctx context.Context) (*Comm, error) {
+	id, err := bootstrap.Discover(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if id.NRanks == 1 && id.RootAddr == "" {
+		cs, err := InitLocal(ctx, 1, nil)
+		if err != nil {
+			return nil, err
+		}
+		return cs[0], nil
+	}
+	return Init(ctx, Options{Rank: id.Rank, NRanks: id.NRanks, RootAddr: id.RootAddr, HostRoot: id.HostRoot, Job: id.Job})
+}

@@ -1,0 +1,133 @@
+package comm
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// exactValue is rank r's element i for op: small integers (or their sums,
+// products and quarters) that every data type holds exactly, so that any
+// reduction order gives the same bits.
+func exactValue(dt reduce.DataType, op reduce.Op, r, i int) float64 {
+	signed := dt != reduce.Uint8 && dt != reduce.Uint32 && dt != reduce.Uint64
+	if op == reduce.Prod {
+		v := float64(1 + (r+i)%2)
+		if signed && (r+2*i)%5 == 0 {
+			v = -v
+		}
+		return v
+	}
+	v := float64((r*7 + i*3) % 3)
+	if signed && i%2 == 1 {
+		v = -v
+	}
+	return v
+}
+
+// exactResult is the reduction of exactValue over n ranks, computed in
+// float64 (exact for these values), as the element the runtime must produce.
+func exactResult(dt reduce.DataType, op reduce.Op, n, i int, scalar float64) float64 {
+	acc := 0.0
+	switch op {
+	case reduce.Prod:
+		acc = 1
+	case reduce.Max:
+		acc = math.Inf(-1)
+	case reduce.Min:
+		acc = math.Inf(1)
+	}
+	for r := 0; r < n; r++ {
+		v := exactValue(dt, op, r, i)
+		switch op {
+		case reduce.Sum, reduce.Avg:
+			acc += v
+		case reduce.PreMulSum:
+			acc += v * scalar
+		case reduce.Prod:
+			acc *= v
+		case reduce.Max:
+			acc = math.Max(acc, v)
+		case reduce.Min:
+			acc = math.Min(acc, v)
+		}
+	}
+	if op == reduce.Avg {
+		if dt.IsFloat() {
+			return acc / float64(n)
+		}
+		return math.Trunc(acc / float64(n))
+	}
+	return acc
+}
+
+// TestEveryDataTypeAndOp runs all-reduce, reduce-scatter and reduce for
+// every data type x op over loopback TCP and compares bytes exactly.
+func TestEveryDataTypeAndOp(t *testing.T) {
+	const n, count, scalar = 4, 301, 2.0
+	cs := withComms(t, n, testParams(t, map[string]string{"NCCL_BUFFSIZE": "8192", "NCCL_NCHANNELS": "2"}))
+	for _, dt := range reduce.DataTypes() {
+		for _, op := range reduce.Ops() {
+			t.Run(fmt.Sprintf("%s/%s", dt, op), func(t *testing.T) {
+				es := dt.Size()
+				want := make([]byte, n*count*es)
+				for i := 0; i < n*count; i++ {
+					reduce.Encode(dt, want[i*es:], exactResult(dt, op, n, i, scalar))
+				}
+				sends := make([][]byte, n)
+				for r := range sends {
+					sends[r] = make([]byte, n*count*es)
+					for i := 0; i < n*count; i++ {
+						reduce.Encode(dt, sends[r][i*es:], exactValue(dt, op, r, i))
+					}
+				}
+				ars, rss, rds := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+				mustEach(t, cs, "collectives", func(c *Comm) error {
+					r := c.Rank()
+					o := op
+					if op == reduce.PreMulSum {
+						var err error
+						if o, err = c.CreatePreMulSum(scalar, dt); err != nil {
+							return err
+						}
+						defer c.DestroyOp(o)
+					}
+					ars[r] = make([]byte, n*count*es)
+					rss[r] = make([]byte, count*es)
+					rds[r] = make([]byte, n*count*es)
+					if err := c.AllReduce(sends[r], ars[r], n*count, dt, o); err != nil {
+						return err
+					}
+					if err := c.ReduceScatter(sends[r], rss[r], count, dt, o); err != nil {
+						return err
+					}
+					return c.Reduce(sends[r], rds[r], n*count, dt, o, n-1)
+				})
+				for r := 0; r < n; r++ {
+					if !bytes.Equal(ars[r], want) {
+						t.Errorf("AllReduce rank %d: %s", r, firstDiff(dt, ars[r], want))
+					}
+					if blk := want[r*count*es : (r+1)*count*es]; !bytes.Equal(rss[r], blk) {
+						t.Errorf("ReduceScatter rank %d: %s", r, firstDiff(dt, rss[r], blk))
+					}
+				}
+				if !bytes.Equal(rds[n-1], want) {
+					t.Errorf("Reduce root: %s", firstDiff(dt, rds[n-1], want))
+				}
+			})
+		}
+	}
+}
+
+func firstDiff(dt reduce.DataType, got, want []byte) string {
+	es := dt.Size()
+	for i := 0; i+es <= len(want); i += es {
+		if !bytes.Equal(got[i:i+es], want[i:i+es]) {
+			return fmt.Sprintf("element %d = %v, want %v", i/es, reduce.Decode(dt, got[i:]), reduce.Decode(dt, want[i:]))
+		}
+	}
+	return "lengths differ"
+}

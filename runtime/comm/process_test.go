@@ -1,0 +1,220 @@
+package comm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// childEnv selects what a re-executed test binary does as a rank.
+const childEnv = "CC_COMM_TEST_CHILD"
+
+// childMain is a rank in its own OS process: it joins the job from the
+// CC_* environment (as under ccrun) and runs the mode's collectives.
+func childMain() int {
+	mode := os.Getenv(childEnv)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := InitFromEnv(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		return 2
+	}
+	const count = 1 << 16
+	r, n := c.Rank(), c.NRanks()
+	send := i32s(count, func(i int) int32 { return input(r, i) })
+	recv := make([]byte, 4*count)
+	switch mode {
+	case "allreduce":
+		for iter := 0; iter < 3; iter++ {
+			if err := c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum); err != nil {
+				fmt.Fprintln(os.Stderr, "allreduce:", err)
+				return 3
+			}
+			for i := 0; i < count; i++ {
+				if got, want := getI32(recv, i), sumOver(n, i); got != want {
+					fmt.Fprintf(os.Stderr, "rank %d elem %d = %d, want %d\n", r, i, got, want)
+					return 4
+				}
+			}
+		}
+		fmt.Println("ok")
+		if err := c.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "close:", err)
+			return 5
+		}
+		return 0
+	case "bench":
+		if err := benchChild(c); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 3
+		}
+		return 0
+	case "forever":
+		fmt.Println("started")
+		for {
+			if err := c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum); err != nil {
+				fmt.Fprintln(os.Stderr, "allreduce:", err)
+				c.Close()
+				return 3
+			}
+		}
+	}
+	fmt.Fprintln(os.Stderr, "unknown mode", mode)
+	return 1
+}
+
+type rankProc struct {
+	cmd    *exec.Cmd
+	lines  chan string // stdout, line by line; closed at EOF
+	stderr strings.Builder
+	done   chan error // the exit status, after stdout is drained
+}
+
+// line returns the next stdout line, or "" at EOF.
+func (p *rankProc) line() string { return <-p.lines }
+
+// startRanks hosts a bootstrap root in the test and starts n ranks as
+// processes of this test binary.
+func startRanks(t testing.TB, n int, mode string) []*rankProc {
+	t.Helper()
+	job, err := NewJob()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := bootstrap.NewRoot(ln, n, job, t.Logf)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { defer close(served); root.Serve(ctx) }()
+	var procs []*rankProc
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.cmd.Process.Kill()
+			for range p.lines {
+			}
+			<-p.done
+		}
+		cancel()
+		root.Close()
+		<-served
+	})
+	for r := 0; r < n; r++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+mode,
+			"CC_RANK="+strconv.Itoa(r), "CC_NRANKS="+strconv.Itoa(n),
+			"CC_ROOT_ADDR="+root.Addr(), "CC_JOB_ID="+job.ID, "CC_JOB_SECRET="+string(job.Secret),
+			"NCCL_BUFFSIZE="+buffSizeFor(mode))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &rankProc{cmd: cmd, lines: make(chan string, 64), done: make(chan error, 1)}
+		cmd.Stderr = &syncWriter{b: &p.stderr}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				p.lines <- sc.Text()
+			}
+			close(p.lines)
+			p.done <- cmd.Wait() // Wait closes the pipe: only after reading
+		}()
+		procs = append(procs, p)
+	}
+	return procs
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestRanksAsProcesses runs a 3-rank all-reduce with every rank its own OS
+// process, joined through the CC_* variables ccrun exports.
+func TestRanksAsProcesses(t *testing.T) {
+	procs := startRanks(t, 3, "allreduce")
+	for r, p := range procs {
+		var err error
+		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d process", r), func() { err = <-p.done; p.done <- err })
+		if err != nil {
+			t.Errorf("rank %d: %v\n%s", r, err, p.cmd.Stderr.(*syncWriter).String())
+		}
+		if l := p.line(); l != "ok" {
+			t.Errorf("rank %d printed %q, want ok", r, l)
+		}
+	}
+}
+
+// TestKilledPeer kills one rank with SIGKILL in the middle of a stream of
+// all-reduces: every other rank's call must fail with an error naming the
+// dead rank, and exit (hang guard, not a speed bound).
+func TestKilledPeer(t *testing.T) {
+	const n, victim = 4, 2
+	procs := startRanks(t, n, "forever")
+	for r, p := range procs {
+		l := ""
+		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d start", r), func() { l = p.line() })
+		if l != "started" {
+			t.Fatalf("rank %d did not start: %s", r, p.cmd.Stderr.(*syncWriter).String())
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let collectives run
+	procs[victim].cmd.Process.Signal(syscall.SIGKILL)
+	for r, p := range procs {
+		if r == victim {
+			continue
+		}
+		var err error
+		hangGuard(t, 30*time.Second, fmt.Sprintf("rank %d after the kill", r), func() { err = <-p.done; p.done <- err })
+		stderr := p.cmd.Stderr.(*syncWriter).String()
+		if err == nil {
+			t.Errorf("rank %d exited 0 after its peer died", r)
+		}
+		if !strings.Contains(stderr, "rank "+strconv.Itoa(victim)) {
+			t.Errorf("rank %d error does not name rank %d:\n%s", r, victim, stderr)
+		}
+		t.Logf("rank %d: %s", r, strings.TrimSpace(stderr))
+	}
+}
+
+// buffSizeFor keeps the failure tests' FIFOs small (more steps, more
+// chances to be mid-transfer) and the benchmark on the default.
+func buffSizeFor(mode string) string {
+	if mode == "bench" {
+		if v := os.Getenv("NCCL_BUFFSIZE"); v != "" {
+			return v
+		}
+		return "4194304"
+	}
+	return "65536"
+}
