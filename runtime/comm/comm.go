@@ -33,9 +33,9 @@ import (
 	"time"
 
 	"github.com/seed-760dd1f1/cc/hw"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"github.com/seed-760dd1f1/cc/runtime/debuglog"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/seed-760dd1f1/cc/runtime/transport/tcp"

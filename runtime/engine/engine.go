@@ -73,8 +73,8 @@ type Conns interface {
 // channel of one rank.
 type Task struct {
 	Ops  []algos.Op
-	In   []byte       // the Input buffer
-	Out  []byte       // the Output buffer (may be the same memory as In)
+	In   []byte // the Input buffer
+	Out  []byte // the Output buffer (may be the same memory as In)
 	Type reduce.DataType
 	Fn   *reduce.Func // the reduction; nil for collectives that do not reduce
 
