@@ -1,0 +1,196 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/report"
+	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+)
+
+// Exit statuses, as nccl-tests' testResult_t, except that invalid usage
+// always exits 6 (nccl-tests exits 0 on an unknown flag and -1 on a bad size).
+const (
+	exitInternal       = 1 // a bug
+	exitSystem         = 2 // the system failed us: memory, files (nccl-tests: CUDA error)
+	exitRuntime        = 3 // the runtime reported an error (nccl-tests: NCCL error)
+	exitTimeout        = 4 // -T expired
+	exitNotImplemented = 5 // asked for something this build does not do
+	exitUsage          = 6 // invalid flags, environment or rank count
+	exitResults        = 7 // wrong data, or NCCL_TESTS_MIN_BW not met
+)
+
+// Version is what the header's "nccl-tests version" field says: the
+// nccl-tests release whose output cc-perf reproduces, marked as ours.
+const Version = "2.19.6+cc"
+
+// NCCLVersionCode is the NCCL_VERSION_CODE the header's nccl-headers and
+// nccl-library fields and the JSON's nccl_version report: NCCL 2.30.7, the
+// release whose API and semantics runtime/comm follows.
+const NCCLVersionCode = 23007
+
+// config is a validated run: everything the flags and environment say
+// before any rank exists.
+type config struct {
+	bench        bench.Options
+	header       report.Header
+	format       report.Format
+	output       string      // result file, "" for none
+	outputKind   report.Kind // its format
+	ranksPerProc int         // -t x -g
+	memory       bool        // -M
+	minBW        float64     // NCCL_TESTS_MIN_BW
+	minBWSet     bool
+	deviceBase   int // NCCL_TESTS_DEVICE, -1 when unset
+}
+
+func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
+
+// config validates the flags for coll. changed reports whether the user set
+// a flag; lookup reads the environment.
+func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(string) (string, bool)) (*config, error) {
+	if err := f.gpuOnly(changed); err != nil {
+		return nil, err
+	}
+	min, max, step := int64(f.minBytes), int64(f.maxBytes), int64(f.step)
+	if min > max {
+		return nil, usagef("-b/--minbytes %d is larger than -e/--maxbytes %d: want minbytes <= maxbytes", min, max)
+	}
+	factor := int64(f.stepFactor)
+	if factor <= 1 && step == 0 && min < max {
+		return nil, usagef("-i/--stepbytes 0 with -f/--stepfactor %d never reaches -e/--maxbytes: want -i > 0, or -f >= 2", factor)
+	}
+	if factor > 1 && min == 0 && max > 0 {
+		return nil, usagef("-b/--minbytes 0 with -f/--stepfactor %d never grows: want -b >= 1, or -f 1 with -i", factor)
+	}
+	if f.perIter == 1 && f.perIterSkip >= f.iters {
+		return nil, usagef("-K/--per_iter_skip %d leaves none of the %d iterations (-n) for -I: want -K < -n", f.perIterSkip, f.iters)
+	}
+	if f.legacy && (f.perIter == 1 || f.timestamps == 1) {
+		return nil, usagef("--legacy-format has no -I or -S columns: drop one of them")
+	}
+	for _, v := range []string{"NCCL_TESTS_SPLIT", "NCCL_TESTS_SPLIT_MASK"} {
+		if s, ok := lookup(v); ok {
+			return nil, cli.Errorf(exitNotImplemented, "%s=%q: splitting ranks into groups is not implemented; unset it", v, s)
+		}
+	}
+	c := &config{
+		ranksPerProc: f.nthreads * f.ngpus,
+		memory:       f.memory == 1,
+		deviceBase:   -1,
+	}
+	if s, ok := lookup("NCCL_TESTS_MIN_BW"); ok {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || v < 0 {
+			return nil, usagef("NCCL_TESTS_MIN_BW=%q: want a bandwidth in GB/s (a number >= 0)", s)
+		}
+		c.minBW, c.minBWSet = v, true
+	}
+	if s, ok := lookup("NCCL_TESTS_DEVICE"); ok {
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || v < 0 {
+			return nil, usagef("NCCL_TESTS_DEVICE=%q: want a device index >= 0", s)
+		}
+		c.deviceBase = v
+	}
+	if err := f.outputConfig(c); err != nil {
+		return nil, err
+	}
+	algo, _ := lookup("NCCL_ALGO")
+	c.bench = bench.Options{
+		Coll: coll, Types: f.types.types, Ops: f.ops.ops, Root: f.root.rank,
+		MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
+		Iters: f.iters, Warmup: f.warmup, Agg: f.agg, Cycles: f.cycles, Check: f.check, Unalign: f.unalign,
+		Blocking: f.blocking, Average: f.average,
+		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
+		Timeout: time.Duration(f.timeout) * time.Second,
+		Algo:    algo,
+	}
+	c.header = report.Header{
+		Program: coll.Name + "_perf", Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
+		NThreads: f.nthreads, NGpus: f.ngpus, MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
+		WarmupIters: f.warmup, Iters: f.iters, AggIters: f.agg, Check: f.check, Graph: f.graph, Unalign: f.unalign,
+		Blocking: f.blocking, ParallelInit: f.parallelInit == 1,
+	}
+	c.format = report.Format{
+		Legacy: f.legacy, CPUTime: f.cpuTime == 1, Timestamps: f.timestamps == 1,
+		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
+	}
+	return c, nil
+}
+
+// gpuOnly rejects the flags that only mean something on GPUs, saying why.
+func (f *flags) gpuOnly(changed func(string) bool) error {
+	gpu := func(format string, args ...any) error {
+		return cli.Errorf(exitUsage, format, args...)
+	}
+	switch {
+	case f.streamNull != 0:
+		return gpu("-y/--stream_null %d: there are no CUDA streams here (every call runs on its rank's goroutine and is complete when it returns): use 0", f.streamNull)
+	case f.graph != 0:
+		return gpu("-G/--cudagraph %d: CUDA graphs do not exist on CPUs; -n repeats calls: use 0", f.graph)
+	case f.localRegister == 1:
+		return gpu("-R/--local_register 1: the runtime has no buffer registration yet: use 0")
+	case f.localRegister == 2:
+		return gpu("-R/--local_register 2: symmetric memory windows are a GPU feature: use 0")
+	case f.devImpl != 0:
+		return gpu("-D/--device_implementation %d: device-side kernels are GPU only: use 0", f.devImpl)
+	case changed("device_cta_count"):
+		return gpu("-V/--device_cta_count %d: there are no CTAs on CPUs (and no -D): leave it unset", f.devCTA)
+	}
+	if f.ctaPolicy != "" && f.outputFormat == "" {
+		if _, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err == nil {
+			return gpu("-x/--cta_policy %s: there are no CTAs on CPUs; rccl-tests' -x FILE names the output file of -Z csv|json", f.ctaPolicy)
+		}
+	}
+	return nil
+}
+
+// outputConfig settles -J, -x FILE and -Z.
+func (f *flags) outputConfig(c *config) error {
+	file := f.outputFile
+	if f.ctaPolicy != "" {
+		if _, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err != nil || f.outputFormat != "" {
+			if file != "" && file != f.ctaPolicy {
+				return usagef("two output files: -J %q and -x %q: give one", file, f.ctaPolicy)
+			}
+			file = f.ctaPolicy
+		}
+	}
+	switch strings.ToLower(f.outputFormat) {
+	case "":
+		if file == "" {
+			return nil
+		}
+		k, ok := report.KindOf(file)
+		if !ok {
+			return usagef("-J/--output_file %q: the format comes from the extension, want .json or .csv (or give -Z json|csv)", file)
+		}
+		c.output, c.outputKind = file, k
+	case "json", "csv":
+		if file == "" {
+			return usagef("-Z/--output_format %s without a file: give -J FILE (or rccl-tests' -x FILE)", f.outputFormat)
+		}
+		c.output, c.outputKind = file, report.KindJSON
+		if strings.EqualFold(f.outputFormat, "csv") {
+			c.outputKind = report.KindCSV
+		}
+	default:
+		return usagef("-Z/--output_format %q: allowed json, csv", f.outputFormat)
+	}
+	return nil
+}
+
+// checkRanks validates what depends on the job's rank count.
+func (c *config) checkRanks(nranks int) error {
+	o := &c.bench
+	if err := o.Coll.CheckRanks(nranks); err != nil {
+		return usagef("%v", err)
+	}
+	if o.Root >= nranks {
+		return usagef("-r/--root %d with %d ranks: want 0..%d, or -1 or all for every rank", o.Root, nranks, nranks-1)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// hostFacts are what the device listing says about this process's host.
+type hostFacts struct {
+	host  string // hostname
+	cpus  string // the CPUs this process may run on, e.g. "cpu 0-3,8"
+	model string // the CPU model
+}
+
+func readHostFacts() hostFacts {
+	h := hostFacts{cpus: "cpu ?", model: runtime.GOARCH}
+	h.host, _ = os.Hostname()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err == nil {
+		var cpus []int
+		for i := 0; i < len(set)*64; i++ {
+			if set.IsSet(i) {
+				cpus = append(cpus, i)
+			}
+		}
+		h.cpus = "cpu " + cpuRanges(cpus)
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		if m := cpuModel(b); m != "" {
+			h.model = m
+		}
+	}
+	return h
+}
+
+// cpuRanges formats sorted CPU numbers as a Linux CPU list: 0-3,8,10-11.
+func cpuRanges(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// cpuModel returns the first "model name" of /proc/cpuinfo, blanks squeezed.
+func cpuModel(cpuinfo []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return ""
+}
+
+// availableMemory returns the bytes this process can still allocate: the
+// kernel's MemAvailable, capped by a cgroup v2 memory limit. ok is false when
+// neither can be read.
+func availableMemory(readFile func(string) ([]byte, error)) (avail int64, ok bool) {
+	if b, err := readFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) >= 2 && f[0] == "MemAvailable:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					avail, ok = kb<<10, true
+				}
+			}
+		}
+	}
+	lim, err1 := readFile("/sys/fs/cgroup/memory.max")
+	cur, err2 := readFile("/sys/fs/cgroup/memory.current")
+	if err1 == nil && err2 == nil {
+		l, e1 := strconv.ParseInt(strings.TrimSpace(string(lim)), 10, 64) // "max" fails: no limit
+		c, e2 := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64)
+		if e1 == nil && e2 == nil && (!ok || l-c < avail) {
+			avail, ok = max(l-c, 0), true
+		}
+	}
+	return avail, ok
+}
+
+// memSys is the memory the Go runtime has obtained from the OS.
+func memSys() int64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.Sys)
+}
+
+func pid() int { return os.Getpid() }

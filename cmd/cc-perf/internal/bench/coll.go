@@ -1,0 +1,245 @@
+package bench
+
+import "fmt"
+
+// Coll describes one nccl-tests benchmark (src/<name>.cu): how a swept size
+// becomes per-rank counts, how time becomes bandwidth, and what the op and
+// root columns say. Collectives lists them all.
+type Coll struct {
+	Name string // subcommand name, e.g. "all_reduce"; the binary is Name+"_perf"
+
+	// Reduces: the benchmark loops over -o ops and prints the op.
+	Reduces bool
+	// PrintsOp: the redop column shows the op even though nothing is
+	// reduced (sendrecv's quirk: it loops over -o ops as well).
+	PrintsOp bool
+	// Rooted: the benchmark takes -r and loops over every root with -r -1.
+	Rooted bool
+	// Pow2: the rank count must be a power of two (hypercube).
+	Pow2 bool
+	// InPlaceChecked is false where nccl-tests never checks the in-place
+	// half and prints N/A (alltoall, sendrecv).
+	InPlaceChecked bool
+	// NoneOp is the redop column of collectives that do not print an op:
+	// "none", or "" for hypercube.
+	NoneOp string
+
+	counts func(count, elt, n int64) Counts
+	// algFactor scales the per-call count to the bytes algbw divides by:
+	// algbw = Param x elt x algFactor(n) / 1e9 / seconds.
+	algFactor func(n int64) int64
+	// busFactor turns algbw into busbw.
+	busFactor func(n int64) float64
+
+	kind collKind
+}
+
+// Counts are the element counts of one call on one rank, nccl-tests'
+// GetCollByteCount: the send and receive buffer lengths, the count argument
+// of the call, and where the in-place send and receive buffers start inside
+// the receive buffer, in units of rank (element offset = offset x rank).
+type Counts struct {
+	Send, Recv, Param                    int64
+	SendInPlaceOffset, RecvInPlaceOffset int64
+}
+
+// Bytes is the size a row prints: the larger of one rank's send and receive
+// bytes.
+func (c Counts) Bytes(elt int64) int64 { return max(c.Send, c.Recv) * elt }
+
+type collKind int
+
+const (
+	kindAllReduce collKind = iota
+	kindReduceScatter
+	kindAllGather
+	kindBroadcast
+	kindReduce
+	kindAllToAll
+	kindSendRecv
+	kindGather
+	kindScatter
+	kindHyperCube
+)
+
+// perRank is nccl-tests' per-rank block of the collectives that split the
+// buffer: count/nranks rounded down to a multiple of 16 bytes, so that every
+// block is 16-byte aligned. For example 1000 floats over 3 ranks: 333 -> 332
+// (elt 4 rounds to multiples of 4 elements); 8 bytes of int8 over 2 ranks: 0.
+func perRank(count, elt, n int64) int64 {
+	base := count / n
+	if elt <= 16 {
+		base &^= 16/elt - 1
+	}
+	return base
+}
+
+func whole(count, elt, n int64) Counts { return Counts{Send: count, Recv: count, Param: count} }
+
+func one(int64) int64         { return 1 }
+func all(n int64) int64       { return n }
+func allButOne(n int64) int64 { return n - 1 }
+func unit(int64) float64      { return 1 }
+
+// ringFactor is (n-1)/n: each rank moves all but its own share.
+func ringFactor(n int64) float64 { return float64(n-1) / float64(n) }
+
+// Collectives is every benchmark, in nccl-tests' Makefile order.
+var Collectives = []*Coll{
+	{
+		Name: "all_reduce", kind: kindAllReduce, Reduces: true, InPlaceChecked: true,
+		counts: whole, algFactor: one,
+		// 2(n-1)/n: a reduce-scatter then an all-gather, each moving (n-1)/n.
+		busFactor: func(n int64) float64 { return float64(2*(n-1)) / float64(n) },
+	},
+	{
+		Name: "all_gather", kind: kindAllGather, InPlaceChecked: true, NoneOp: "none",
+		counts: func(count, elt, n int64) Counts {
+			b := perRank(count, elt, n)
+			return Counts{Send: b, Recv: b * n, Param: b, SendInPlaceOffset: b}
+		},
+		algFactor: all, busFactor: ringFactor,
+	},
+	{
+		Name: "broadcast", kind: kindBroadcast, Rooted: true, InPlaceChecked: true, NoneOp: "none",
+		counts: whole, algFactor: one, busFactor: unit,
+	},
+	{
+		Name: "reduce_scatter", kind: kindReduceScatter, Reduces: true, InPlaceChecked: true,
+		counts: func(count, elt, n int64) Counts {
+			b := perRank(count, elt, n)
+			return Counts{Send: b * n, Recv: b, Param: b, RecvInPlaceOffset: b}
+		},
+		algFactor: all, busFactor: ringFactor,
+	},
+	{
+		Name: "reduce", kind: kindReduce, Reduces: true, Rooted: true, InPlaceChecked: true,
+		counts: whole, algFactor: one, busFactor: unit,
+	},
+	{
+		Name: "alltoall", kind: kindAllToAll, NoneOp: "none",
+		counts: func(count, elt, n int64) Counts {
+			b := perRank(count, elt, n)
+			return Counts{Send: b * n, Recv: b * n, Param: b}
+		},
+		algFactor: all, busFactor: ringFactor,
+	},
+	{
+		Name: "scatter", kind: kindScatter, Rooted: true, InPlaceChecked: true, NoneOp: "none",
+		counts: func(count, elt, n int64) Counts {
+			b := perRank(count, elt, n)
+			return Counts{Send: b * n, Recv: b, Param: b, RecvInPlaceOffset: b}
+		},
+		algFactor: all, busFactor: ringFactor,
+	},
+	{
+		Name: "gather", kind: kindGather, Rooted: true, InPlaceChecked: true, NoneOp: "none",
+		counts: func(count, elt, n int64) Counts {
+			b := perRank(count, elt, n)
+			return Counts{Send: b, Recv: b * n, Param: b, SendInPlaceOffset: b}
+		},
+		algFactor: all, busFactor: ringFactor,
+	},
+	{
+		Name: "sendrecv", kind: kindSendRecv, PrintsOp: true,
+		counts: whole, algFactor: one, busFactor: unit,
+	},
+	{
+		Name: "hypercube", kind: kindHyperCube, Pow2: true, InPlaceChecked: true, NoneOp: "",
+		counts: func(count, elt, n int64) Counts {
+			b := perRank(count, elt, n)
+			return Counts{Send: b, Recv: b * n, Param: b, SendInPlaceOffset: b}
+		},
+		// Each rank receives the n-1 other blocks; no further factor.
+		algFactor: allButOne, busFactor: unit,
+	},
+}
+
+// Lookup finds a collective by name ("all_reduce") or binary name
+// ("all_reduce_perf").
+func Lookup(name string) (*Coll, bool) {
+	for _, c := range Collectives {
+		if name == c.Name || name == c.Name+"_perf" {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// Counts returns the counts of one call when the sweep is at count elements
+// of elt bytes over n ranks.
+func (c *Coll) Counts(count, elt int64, n int) Counts { return c.counts(count, elt, int64(n)) }
+
+// AlgBytes is the byte count algbw divides by for a call of param elements.
+func (c *Coll) AlgBytes(param, elt int64, n int) float64 {
+	return float64(param * elt * c.algFactor(int64(n)))
+}
+
+// BusFactor is busbw / algbw for n ranks. algo is NCCL_ALGO: as in
+// nccl-tests, all_reduce under NVLS or NVLSTREE uses (n-1)/(n+1).
+func (c *Coll) BusFactor(n int, algo string) float64 {
+	if c.kind == kindAllReduce && (algo == "NVLS" || algo == "NVLSTREE") {
+		return float64(n-1) / float64(n+1)
+	}
+	return c.busFactor(int64(n))
+}
+
+// Bandwidth returns algbw and busbw in GB/s for a call of param elements
+// that took sec seconds.
+func (c *Coll) Bandwidth(param, elt int64, n int, algo string, sec float64) (algBW, busBW float64) {
+	algBW = c.AlgBytes(param, elt, n) / 1e9 / sec
+	return algBW, algBW * c.BusFactor(n, algo)
+}
+
+// OpColumn is what the redop column prints when the benchmark runs op.
+func (c *Coll) OpColumn(op string) string {
+	if c.Reduces || c.PrintsOp {
+		return op
+	}
+	return c.NoneOp
+}
+
+// LoopsOps reports whether the benchmark runs once per -o op.
+func (c *Coll) LoopsOps() bool { return c.Reduces || c.PrintsOp }
+
+// CheckRanks returns an error when n ranks cannot run c.
+func (c *Coll) CheckRanks(n int) error {
+	if c.Pow2 && (n < 1 || n&(n-1) != 0) {
+		return fmt.Errorf("%s needs a power-of-two number of ranks, got %d", c.Name, n)
+	}
+	return nil
+}
+
+// Sizes calls f for every size of the sweep from min to max: multiplied by
+// factor when factor > 1, else increased by step. It stops early when f
+// returns false. The caller guarantees progress: step > 0 when factor <= 1,
+// and min > 0 when factor > 1.
+func Sizes(min, max, step, factor int64, f func(size int64) bool) {
+	for size := min; size <= max; {
+		if !f(size) {
+			return
+		}
+		next := size + step
+		if factor > 1 {
+			next = size * factor
+		}
+		if next <= size { // overflow or no progress
+			return
+		}
+		size = next
+	}
+}
+
+// WarmupSizes calls f for every warmup size: min, doubling up to max, as
+// nccl-tests warms every size class once before measuring (a zero min is
+// followed by 1).
+func WarmupSizes(min, max int64, f func(size int64)) {
+	for size := min; size <= max; {
+		f(size)
+		next := size * 2
+		if next <= size {
+			next = size + 1
+		}
+		size = next
+	}
+}

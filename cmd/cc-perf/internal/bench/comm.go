@@ -1,0 +1,23 @@
+package bench
+
+import "github.com/seed-760dd1f1/cc/runtime/reduce"
+
+// Communicator is what bench needs from one rank's communicator; the
+// runtime's *comm.Comm satisfies it. Methods are called from one goroutine
+// per Communicator, except Abort, which may be called from any goroutine.
+type Communicator interface {
+	Rank() int
+	NRanks() int
+	AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error
+	ReduceScatter(send, recv []byte, recvCount int, dt reduce.DataType, op reduce.Op) error
+	AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error
+	Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error
+	Reduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root int) error
+	AllToAll(send, recv []byte, count int, dt reduce.DataType) error
+	Send(buf []byte, count int, dt reduce.DataType, peer int) error
+	Recv(buf []byte, count int, dt reduce.DataType, peer int) error
+	GroupStart()
+	GroupEnd() error
+	CreatePreMulSum(scalar float64, dt reduce.DataType) (reduce.Op, error)
+	Abort(cause error)
+}

@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// bufs are the buffers of one call: nccl-tests' startColl moves them by a
+// multiple of the call's size each iteration (so consecutive iterations touch
+// different memory, up to -e bytes) and by -u elements.
+type bufs struct {
+	send, recv []byte // out-of-place send and receive buffers
+}
+
+func (k *rank) buffers(iter int) bufs {
+	total := k.counts.Bytes(k.elt)
+	shift := int64(0)
+	if total > 0 {
+		shift = total * (int64(iter) % (k.o.MaxBytes / total))
+	}
+	off := int64(k.o.Unalign)*k.elt + shift
+	return bufs{send: k.send[off:], recv: k.recv[off:]}
+}
+
+// inPlace returns the send and receive buffers of an in-place call: both
+// inside the receive buffer, at the collective's in-place offsets.
+func (k *rank) inPlaceBufs(b bufs) (send, recv []byte) {
+	c := k.counts
+	me := int64(k.me)
+	return b.recv[c.SendInPlaceOffset*me*k.elt:], b.recv[c.RecvInPlaceOffset*me*k.elt:]
+}
+
+func (k *rank) reduceOp() (reduce.Op, error) {
+	if k.op != reduce.PreMulSum {
+		return k.op, nil
+	}
+	if op, ok := k.preMul[k.dt]; ok {
+		return op, nil
+	}
+	op, err := k.c.CreatePreMulSum(PreMulScalar(k.me), k.dt)
+	if err != nil {
+		return 0, err
+	}
+	k.preMul[k.dt] = op
+	return op, nil
+}
+
+// startColl runs one call of the collective (queued when inside a group).
+func (k *rank) startColl(inPlace bool, iter int) error {
+	b := k.buffers(iter)
+	c, elt, n := k.counts, k.elt, k.n
+	send, recv := b.send, b.recv
+	if inPlace {
+		send, recv = k.inPlaceBufs(b)
+	}
+	send, recv = send[:c.Send*elt], recv[:c.Recv*elt]
+	p := int(c.Param)
+	switch k.coll.kind {
+	case kindAllReduce:
+		op, err := k.reduceOp()
+		if err != nil {
+			return err
+		}
+		return k.c.AllReduce(send, recv, p, k.dt, op)
+	case kindReduceScatter:
+		op, err := k.reduceOp()
+		if err != nil {
+			return err
+		}
+		return k.c.ReduceScatter(send, recv, p, k.dt, op)
+	case kindReduce:
+		op, err := k.reduceOp()
+		if err != nil {
+			return err
+		}
+		return k.c.Reduce(send, recv, p, k.dt, op, k.root)
+	case kindAllGather:
+		return k.c.AllGather(send, recv, p, k.dt)
+	case kindBroadcast:
+		return k.c.Broadcast(send, recv, p, k.dt, k.root)
+	case kindAllToAll:
+		if inPlace {
+			// The runtime has no in-place alltoall: send a copy of the
+			// buffer the results replace, as MPI_IN_PLACE implementations do.
+			send = k.stage[:len(recv)]
+			copy(send, recv)
+		}
+		return k.c.AllToAll(send, recv, p, k.dt)
+	case kindSendRecv:
+		if inPlace {
+			send = k.stage[:len(recv)]
+			copy(send, recv)
+		}
+		k.c.GroupStart()
+		err := k.c.Send(send, p, k.dt, (k.me+1)%n)
+		err = errors.Join(err, k.c.Recv(recv, p, k.dt, (k.me-1+n)%n))
+		return errors.Join(err, k.c.GroupEnd())
+	case kindGather:
+		if p == 0 {
+			return nil
+		}
+		k.c.GroupStart()
+		err := k.c.Send(send, p, k.dt, k.root)
+		if k.me == k.root {
+			blk := c.Param * elt
+			for r := int64(0); r < int64(n); r++ {
+				err = errors.Join(err, k.c.Recv(recv[r*blk:(r+1)*blk], p, k.dt, int(r)))
+			}
+		}
+		return errors.Join(err, k.c.GroupEnd())
+	case kindScatter:
+		if p == 0 {
+			return nil
+		}
+		k.c.GroupStart()
+		var err error
+		if k.me == k.root {
+			blk := c.Param * elt
+			for r := int64(0); r < int64(n); r++ {
+				err = errors.Join(err, k.c.Send(send[r*blk:(r+1)*blk], p, k.dt, int(r)))
+			}
+		}
+		err = errors.Join(err, k.c.Recv(recv, p, k.dt, k.root))
+		return errors.Join(err, k.c.GroupEnd())
+	case kindHyperCube:
+		return k.hyperCube(send, b.recv[:c.Recv*elt], p)
+	}
+	return fmt.Errorf("bench: unknown collective %s", k.coll.Name)
+}
+
+// hyperCube is nccl-tests' hypercube all-gather: in step mask, rank r
+// exchanges with r^mask the mask blocks it has gathered so far.
+//
+//	ranks 0..3, blocks a b c d:   mask 1: 0<->1, 2<->3   -> ab ab cd cd
+//	                              mask 2: 0<->2, 1<->3   -> abcd everywhere
+func (k *rank) hyperCube(send, recv []byte, p int) error {
+	blk := int64(p) * k.elt
+	me := int64(k.me)
+	if own := recv[me*blk : (me+1)*blk]; len(own) > 0 && &own[0] != &send[:1][0] {
+		copy(own, send[:blk])
+	}
+	for mask := int64(1); mask < int64(k.n); mask <<= 1 {
+		s := me &^ (mask - 1) // first block this rank holds
+		r := s ^ mask         // first block the peer holds
+		peer := int(me ^ mask)
+		k.c.GroupStart()
+		err := k.c.Send(recv[s*blk:(s+mask)*blk], p*int(mask), k.dt, peer)
+		err = errors.Join(err, k.c.Recv(recv[r*blk:(r+mask)*blk], p*int(mask), k.dt, peer))
+		if err = errors.Join(err, k.c.GroupEnd()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// Options is one benchmark run, validated by the caller (cc-perf's flags).
+type Options struct {
+	Coll  *Coll
+	Types []reduce.DataType // -d: every type in turn
+	Ops   []reduce.Op       // -o: every op in turn (collectives that loop over ops)
+	Root  int               // -r: a root, or -1 for every root in turn
+
+	MinBytes, MaxBytes int64 // -b, -e
+	StepBytes          int64 // -i, used when StepFactor <= 1
+	StepFactor         int64 // -f
+
+	Iters   int // -n, >= 1
+	Warmup  int // -w
+	Agg     int // -m, >= 1: calls per iteration, inside GroupStart/GroupEnd
+	Cycles  int // -N: sweeps, 0 = until interrupted
+	Check   int // -c: data checks per half, 0 = none (N/A)
+	Unalign int // -u: buffers start this many elements past their allocation
+
+	// Blocking is -z: 1 barrier after each call (after each group with
+	// -m > 1), 2 no barrier (calls already complete before they return),
+	// 3 a barrier after each iteration, not timed.
+	Blocking int
+	// Average is -a, how one time is made of every rank's: 0 rank 0's,
+	// 1 the mean, 2 the minimum, 3 the maximum.
+	Average int
+
+	PerIter     bool // -I: per-iteration statistics
+	PerIterSkip int  // -K: leading iterations left out of them
+
+	// Timeout is -T: a warmup or a half-row that runs longer aborts every
+	// rank of the job and Run returns a *TimeoutError. 0: no limit.
+	Timeout time.Duration
+
+	// Algo is NCCL_ALGO, which changes all_reduce's bus factor for NVLS.
+	Algo string
+
+	// Now is the clock for row timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Recorder receives what rank 0 learns, as it learns it. Run calls it from
+// the goroutine of global rank 0 only, and never when rank 0 is in another
+// process.
+type Recorder interface {
+	// Begin is called once, with every rank's device, in rank order.
+	Begin(devices []Device)
+	// RowStart is called before a row is measured, with its identity
+	// (Bytes, Count, Type, RedOp, Root) filled in.
+	RowStart(r Result)
+	// RowDone is called with the complete row.
+	RowDone(r Result)
+}
+
+// TimeoutError is the error of a run stopped by Options.Timeout.
+type TimeoutError struct {
+	Rank    int
+	Timeout time.Duration
+	Phase   string // what was running, e.g. "all_reduce float sum 1048576 bytes in-place"
+}
+
+// Error says which rank gave up, after how long, during what.
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("test timeout (%ds) on rank %d during %s", int(e.Timeout/time.Second), e.Rank, e.Phase)
+}
+
+// OpName is nccl-tests' name for op in the redop column: "mulsum" for
+// premulsum, the op's own name otherwise.
+func OpName(op reduce.Op) string {
+	if op == reduce.PreMulSum {
+		return "mulsum"
+	}
+	return op.String()
+}
+
+// Run benchmarks o on every rank of this process: comms[i] is one rank of the
+// job, devices[i] describes it. It returns when every local rank is done, with
+// the summary every rank agrees on. The first failure of any local rank, the
+// end of ctx or the timeout aborts every local communicator (and, the runtime
+// propagating aborts, the whole job). The error is then a *TimeoutError if a
+// timeout fired in this process, else ctx's cause if ctx ended, else the
+// first error a local rank returned.
+func Run(ctx context.Context, comms []Communicator, devices []Device, o Options, rec Recorder) (Summary, error) {
+	if len(comms) == 0 || len(devices) != len(comms) {
+		return Summary{}, fmt.Errorf("bench: %d communicators and %d devices, want the same non-zero number", len(comms), len(devices))
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() {
+		cause := context.Cause(ctx)
+		for _, c := range comms {
+			c.Abort(cause)
+		}
+	})
+	defer stop()
+
+	sums := make([]Summary, len(comms))
+	var (
+		mu    sync.Mutex
+		first error
+		te    *TimeoutError
+	)
+	var wg sync.WaitGroup
+	for i := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := newRank(comms[i], &o, rec)
+			if err == nil {
+				sums[i], err = k.run(ctx, devices[i])
+			}
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			if te == nil {
+				errors.As(err, &te)
+			}
+			mu.Unlock()
+			cancel(err)
+		}()
+	}
+	wg.Wait()
+	switch {
+	case te != nil:
+		return Summary{}, te
+	case parent.Err() != nil:
+		return Summary{}, context.Cause(parent)
+	case first != nil:
+		return Summary{}, first
+	}
+	return sums[0], nil
+}

@@ -1,0 +1,352 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs from the golden file (-want +got):\n%s", name, diff)
+	}
+}
+
+var (
+	start = time.Date(2025, 11, 21, 10, 30, 0, 0, time.UTC)
+	end   = start.Add(42 * time.Second)
+)
+
+func header(program string) Header {
+	return Header{
+		Program: program, Version: "2.19.6+cc", NCCLHeaders: 23007, NCCLLibrary: 23007,
+		NThreads: 4, NGpus: 1, MinBytes: 8, MaxBytes: 134217728, StepFactor: 2, StepBytes: 1 << 20,
+		WarmupIters: 1, Iters: 20, AggIters: 1, Check: 1,
+	}
+}
+
+func devices(n int) []bench.Device {
+	ds := make([]bench.Device, n)
+	for i := range ds {
+		ds[i] = bench.Device{Rank: i, Pid: 4242, Host: "node01.example.com", Device: i, CPUs: "cpu 0-7", Model: "AMD EPYC 7B13"}
+	}
+	return ds
+}
+
+// rows makes deterministic rows for coll over nranks as bench would: real
+// counts and bandwidth formulas, made-up times.
+func rows(c *bench.Coll, nranks int, typ string, root int) []bench.Result {
+	var out []bench.Result
+	for _, size := range []int64{8, 1024, 1 << 20, 128 << 20} {
+		elt := int64(4)
+		cn := c.Counts(size/elt, elt, nranks)
+		r := bench.Result{Bytes: cn.Bytes(elt), Count: cn.Param, Type: typ, RedOp: c.OpColumn("sum"), Root: root, Iters: 20,
+			Time: start.Add(time.Duration(size))}
+		for i, h := range []*bench.Half{&r.OutOfPlace, &r.InPlace} {
+			us := 9.87 + float64(size)/3000 + float64(i)*0.31
+			h.TimeUS = us
+			h.AlgBW, h.BusBW = c.Bandwidth(cn.Param, elt, nranks, "", us/1e6)
+			h.Checked = i == 0 || c.InPlaceChecked
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func render(f Format, h Header, ds []bench.Device, rs []bench.Result, ft Footer) []byte {
+	var b bytes.Buffer
+	t := &Text{W: &b, Fmt: f}
+	t.Start(h)
+	t.Devices(ds)
+	t.Columns()
+	for _, r := range rs {
+		t.RowStart(r)
+		t.RowDone(r)
+	}
+	t.End(ft)
+	return b.Bytes()
+}
+
+func avgBus(rs []bench.Result) float64 {
+	var s float64
+	for _, r := range rs {
+		s += r.OutOfPlace.BusBW + r.InPlace.BusBW
+	}
+	return s / float64(2*len(rs))
+}
+
+// TestTextGolden pins the whole table of every collective.
+func TestTextGolden(t *testing.T) {
+	for _, c := range bench.Collectives {
+		root := -1
+		if c.Rooted {
+			root = 0
+		}
+		rs := rows(c, 4, "float", root)
+		out := render(Format{}, header(c.Name+"_perf"), devices(4), rs, Footer{Program: c.Name + "_perf", AvgBusBW: avgBus(rs)})
+		golden(t, c.Name+".txt", out)
+	}
+}
+
+func TestTextVariantsGolden(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	rs := rows(ar, 2, "half", -1)
+	rs[1].OutOfPlace.Wrong = 1234567
+	rs[2].InPlace.Wrong = 3
+	ft := Footer{Program: "all_reduce_perf", OutOfBounds: 2, AvgBusBW: avgBus(rs)}
+	golden(t, "legacy.txt", render(Format{Legacy: true}, header("all_reduce_perf"), devices(2), rs, ft))
+
+	for i := range rs {
+		for _, h := range []*bench.Half{&rs[i].OutOfPlace, &rs[i].InPlace} {
+			h.Iter = &bench.IterStats{Skipped: 2, Min: h.TimeUS * 0.9, Max: h.TimeUS * 1.7, P99: h.TimeUS * 1.6, CVPct: 12.345}
+		}
+	}
+	h := header("all_reduce_perf")
+	h.Blocking, h.ParallelInit, h.Unalign = 3, true, 1
+	ft.MinBW, ft.MinBWSet = 1000, true
+	ft.Memory = &Memory{Init: 3 << 20, User: 1536 << 20, Collective: 12345}
+	ft.Error = "rank 1: connection reset by peer"
+	golden(t, "periter.txt", render(Format{PerIter: true, PerIterSkip: 2, Timestamps: true, CPUTime: true}, h, devices(2), rs, ft))
+
+	h.Blocking = 1
+	golden(t, "timestamps.txt", render(Format{Timestamps: true}, h, devices(2), rs[:2], Footer{Program: "all_reduce_perf", AvgBusBW: 1.5, MinBW: 1, MinBWSet: true}))
+	h.Blocking = 2
+	golden(t, "blocking2.txt", render(Format{}, h, devices(1), rs[:1], Footer{Program: "all_reduce_perf", AvgBusBW: math.NaN()}))
+}
+
+// TestRowColumns splits every data row of every collective's table on
+// whitespace: the column count is fixed and busbw = algbw x bus factor
+// holds to the printed precision.
+func TestRowColumns(t *testing.T) {
+	for _, c := range bench.Collectives {
+		for _, n := range []int{2, 4, 8} {
+			root := -1
+			if c.Rooted {
+				root = n - 1
+			}
+			rs := rows(c, n, "float", root)
+			out := render(Format{}, header(c.Name+"_perf"), devices(n), rs, Footer{Program: c.Name})
+			factor := c.BusFactor(n, "")
+			want := 13
+			if c.OpColumn("sum") == "" {
+				want = 12 // hypercube: the empty redop column vanishes
+			}
+			var data int
+			for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+				if line == "" || strings.HasPrefix(line, "#") {
+					continue
+				}
+				data++
+				f := strings.Fields(line)
+				if len(f) != want {
+					t.Fatalf("%s: %d fields in %q, want %d", c.Name, len(f), line, want)
+				}
+				for _, i := range []int{want - 7, want - 3} { // algbw of each half
+					alg, err1 := strconv.ParseFloat(f[i], 64)
+					bus, err2 := strconv.ParseFloat(f[i+1], 64)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("%s: unparsable bandwidths in %q", c.Name, line)
+					}
+					if d := math.Abs(bus - alg*factor); d > 0.0051*(1+factor)+1e-3*bus {
+						t.Errorf("%s n=%d: busbw %v != algbw %v x %v in %q", c.Name, n, bus, alg, factor, line)
+					}
+				}
+			}
+			if data != len(rs) {
+				t.Errorf("%s: %d data rows, want %d", c.Name, data, len(rs))
+			}
+		}
+	}
+}
+
+// TestJSON pins the -J document and checks it carries the table's numbers.
+func TestJSON(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	rs := rows(ar, 4, "float", -1)
+	rs[0].InPlace.Wrong = 2
+	rs[3].OutOfPlace.TimeUS = math.NaN()
+	f := Format{}
+	j := NewJSON(header("all_reduce_perf"), f, []string{"cc-perf", "all_reduce", "-b", "8"}, []string{"HOME=/root", `Q="x"/y`}, start)
+	j.Devices(devices(4))
+	for _, r := range rs {
+		j.Row(r)
+	}
+	ft := Footer{Program: "all_reduce_perf", OutOfBounds: 1, AvgBusBW: avgBus(rs)}
+	b, err := j.Bytes(ft, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "all_reduce.json", b)
+
+	var doc struct {
+		Version int
+		Config  struct{ Devices []map[string]any }
+		Results []struct {
+			Size, Count int64
+			Root        string
+			OutOfPlace  map[string]any `json:"out_of_place"`
+			InPlace     map[string]any `json:"in_place"`
+		}
+		OutOfBounds struct{ Count int } `json:"out_of_bounds"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("the JSON does not parse: %v", err)
+	}
+	if doc.Version != 3 || len(doc.Results) != len(rs) || len(doc.Config.Devices) != 4 || doc.OutOfBounds.Count != 1 {
+		t.Fatalf("parsed %+v", doc)
+	}
+	var text bytes.Buffer
+	tw := &Text{W: &text}
+	for _, r := range rs {
+		tw.RowDone(r)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(text.String()), "\n") {
+		f := strings.Fields(line)
+		res := doc.Results[i]
+		if res.Size != rs[i].Bytes || res.Count != rs[i].Count || res.Root != "    -1" {
+			t.Errorf("row %d: size/count/root %d %d %q", i, res.Size, res.Count, res.Root)
+		}
+		for h, half := range []map[string]any{res.OutOfPlace, res.InPlace} {
+			for k, key := range []string{"time", "alg_bw", "bus_bw"} {
+				printed := f[4*h+k]
+				v, ok := half[key].(float64)
+				if !ok {
+					if half[key] != "nan" || printed != "nan" {
+						t.Errorf("row %d %s = %v, table %q", i, key, half[key], printed)
+					}
+					continue
+				}
+				p, _ := strconv.ParseFloat(printed, 64)
+				if math.Abs(p-v) > 0.051+1e-3*math.Abs(v) {
+					t.Errorf("row %d %s: JSON %v, table %v", i, key, v, p)
+				}
+			}
+		}
+	}
+}
+
+func TestCSV(t *testing.T) {
+	at, _ := bench.Lookup("alltoall")
+	c := &CSV{Collective: "alltoall", Nodes: 2, Ranks: 4, RanksPerNode: 2, GpusPerRank: 1}
+	for _, r := range rows(at, 4, "float", -1)[:2] {
+		c.Row(r)
+	}
+	out := c.Bytes()
+	golden(t, "alltoall.csv", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	n := len(strings.Split(lines[0], ", "))
+	for _, l := range lines[1:] {
+		if got := len(strings.Split(l, ", ")); got != n {
+			t.Errorf("CSV row has %d fields, header %d: %q", got, n, l)
+		}
+	}
+}
+
+func TestDeviceLine(t *testing.T) {
+	got := DeviceLine(bench.Device{Rank: 3, Group: 0, Pid: 12345, Host: "node01.cluster", Device: 1, CPUs: "cpu 0-3", Model: "Intel Xeon"})
+	want := "#  Rank  3 Group  0 Pid  12345 on     node01 device  1 [cpu 0-3] Intel Xeon\n"
+	if got != want {
+		t.Errorf("DeviceLine = %q, want %q", got, want)
+	}
+}
+
+func TestMemString(t *testing.T) {
+	for _, tt := range []struct {
+		n    int64
+		want string
+	}{{0, "0.00 B"}, {999, "999 B"}, {1536, "1.50 KB"}, {50 << 20, "50.0 MB"}, {3 << 30, "3.00 GB"}, {200 << 30, "200 GB"}} {
+		if got := memString(tt.n); got != tt.want {
+			t.Errorf("memString(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestOutput(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Reserve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Path != path+".0" {
+		t.Errorf("Reserve picked %q, want %q", o.Path, path+".0")
+	}
+	// Someone takes the reserved name meanwhile: the next free one is used.
+	if err := os.WriteFile(path+".0", []byte("other"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name, err := o.Commit([]byte("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != path+".1" {
+		t.Errorf("Commit wrote %q, want %q", name, path+".1")
+	}
+	for p, want := range map[string]string{path: "old", path + ".0": "other", path + ".1": "new"} {
+		if got, _ := os.ReadFile(p); string(got) != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Errorf("%d files in the directory, want 3 (no temporary file left)", len(entries))
+	}
+}
+
+func TestReserveUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Reserve(filepath.Join(dir, "missing", "r.json"))
+	if err == nil || !strings.Contains(err.Error(), "missing/r.json") {
+		t.Errorf("Reserve in a missing directory: %v, want an error naming the path", err)
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		ro := filepath.Join(dir, "ro")
+		os.Mkdir(ro, 0o555)
+		if _, err := Reserve(filepath.Join(ro, "r.json")); err == nil {
+			t.Error("Reserve in a read-only directory: nil error")
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 1 {
+		t.Errorf("Reserve left files behind: %v", entries)
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		kind Kind
+		ok   bool
+	}{{"a.json", KindJSON, true}, {"A.JSON", KindJSON, true}, {"x/y.csv", KindCSV, true}, {"a.txt", 0, false}, {"json", 0, false}} {
+		if k, ok := KindOf(tt.path); k != tt.kind || ok != tt.ok {
+			t.Errorf("KindOf(%q) = %v, %v; want %v, %v", tt.path, k, ok, tt.kind, tt.ok)
+		}
+	}
+}

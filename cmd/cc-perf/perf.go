@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/report"
+	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
+	"github.com/seed-760dd1f1/cc/runtime/comm"
+	"github.com/seed-760dd1f1/cc/runtime/param"
+)
+
+var _ bench.Communicator = (*comm.Comm)(nil)
+
+// perf runs one benchmark: join or create the ranks, measure, report.
+func perf(ctx context.Context, cfg *config, e *env) error {
+	params, err := param.Load(e.lookup)
+	if err != nil {
+		return cli.WithCode(exitUsage, err)
+	}
+	id, err := bootstrap.Discover(e.lookup)
+	if err != nil {
+		return cli.WithCode(exitUsage, err)
+	}
+	launched := id.NRanks > 1 || id.RootAddr != ""
+	if launched && strings.HasPrefix(id.Source, "ccrun") && cfg.ranksPerProc > 1 {
+		return usagef("-t %d -g %d under ccrun: ccrun's root expects one rank per process; use ccrun -np for more ranks", cfg.header.NThreads, cfg.header.NGpus)
+	}
+	nranks := id.NRanks * cfg.ranksPerProc
+	if err := cfg.checkRanks(nranks); err != nil {
+		return err
+	}
+	if err := checkMemory(cfg, e.readFile); err != nil {
+		return err
+	}
+
+	lead := id.Rank == 0 // this process holds global rank 0 and prints
+	var (
+		text *report.Text
+		out  *report.Output
+	)
+	if lead {
+		if cfg.output != "" {
+			if out, err = report.Reserve(cfg.output); err != nil {
+				return usagef("-J/--output_file: %v", err)
+			}
+			kind := "JSON"
+			if cfg.outputKind == report.KindCSV {
+				kind = "CSV"
+			}
+			fmt.Fprintf(e.stdout, "# Writing %s output to %s\n", kind, out.Path)
+		}
+		text = &report.Text{W: e.stdout, Fmt: cfg.format}
+		text.Start(cfg.header)
+	}
+	start := time.Now()
+
+	sys0 := memSys()
+	comms, err := initComms(ctx, id, cfg.ranksPerProc, nranks, params)
+	if err != nil {
+		return failed(err, text)
+	}
+	defer closeComms(comms)
+	sys1 := memSys()
+
+	facts := readHostFacts()
+	localRank := max(id.LocalRank, 0)
+	devices := make([]bench.Device, len(comms))
+	bcomms := make([]bench.Communicator, len(comms))
+	for i, c := range comms {
+		dev := localRank*cfg.ranksPerProc + i
+		if cfg.deviceBase >= 0 {
+			dev = cfg.deviceBase + i
+		}
+		devices[i] = bench.Device{Rank: c.Rank(), Pid: pid(), Host: facts.host, Device: dev, CPUs: facts.cpus, Model: facts.model}
+		bcomms[i] = c
+	}
+
+	var rec *recorder
+	if lead {
+		rec = &recorder{text: text, coll: cfg.bench.Coll.Name, nranks: nranks, gpus: cfg.header.NGpus}
+		switch cfg.outputKind {
+		case report.KindJSON:
+			rec.json = report.NewJSON(cfg.header, cfg.format, e.args, redact(e.environ), start)
+		case report.KindCSV:
+			rec.csv = &report.CSV{Collective: cfg.bench.Coll.Name, Ranks: nranks, GpusPerRank: cfg.header.NGpus}
+		}
+	}
+	o := cfg.bench
+	o.Now = time.Now
+	var brec bench.Recorder
+	if rec != nil {
+		brec = rec
+	}
+	sum, err := bench.Run(ctx, bcomms, devices, o, brec)
+	if err != nil {
+		return failed(err, text)
+	}
+
+	ft := report.Footer{
+		Program: cfg.header.Program, OutOfBounds: sum.OutOfBounds, AvgBusBW: sum.AvgBusBW,
+		MinBW: cfg.minBW, MinBWSet: cfg.minBWSet,
+	}
+	if cfg.memory {
+		user := bench.BufferBytes(o) * int64(len(comms))
+		ft.Memory = &report.Memory{Init: max(sys1-sys0, 0), User: user, Collective: max(memSys()-sys1-user, 0)}
+	}
+	if lead {
+		text.End(ft)
+		if err := text.Err(); err != nil {
+			return cli.Errorf(exitSystem, "write the table: %w", err)
+		}
+		if out != nil {
+			data, err := rec.output(ft, time.Now())
+			if err != nil {
+				return cli.Errorf(exitInternal, "encode %s: %w", out.Path, err)
+			}
+			if _, err := out.Commit(data); err != nil {
+				return cli.WithCode(exitSystem, err)
+			}
+		}
+	}
+	if sum.OutOfBounds > 0 || ft.MinBWFailed() {
+		return cli.Silent(exitResults)
+	}
+	return nil
+}
+
+// failed reports what stopped the run on the table (rank 0's process) and
+// returns the error with its exit status: 4 for a timeout anywhere in the
+// job, 128+n for a signal, 3 for a runtime failure.
+func failed(err error, text *report.Text) error {
+	host := readHostFacts().host
+	host, _, _ = strings.Cut(host, ".")
+	var te *bench.TimeoutError
+	var se *cli.SignalError
+	code := exitRuntime
+	switch {
+	case errors.As(err, &te):
+		code = exitTimeout
+		if text != nil {
+			text.Abort(fmt.Sprintf("%s: Test timeout (%ds) %s", host, int(te.Timeout/time.Second), te.Phase))
+		}
+	case errors.As(err, &se) || errors.Is(err, context.Canceled):
+		if text != nil {
+			text.Abort(fmt.Sprintf("%s: Test interrupted: %v", host, err))
+		}
+		return err
+	case strings.Contains(err.Error(), "test timeout ("):
+		// Another process of the job timed out and aborted it; the cause
+		// reached us as text.
+		code = exitTimeout
+		if text != nil {
+			text.Abort(fmt.Sprintf("%s: Test timeout in another process: %v", host, err))
+		}
+	default:
+		if text != nil {
+			text.Abort(fmt.Sprintf("%s: Test failure: %v", host, err))
+		}
+	}
+	return cli.WithCode(code, err)
+}
+
+// initComms creates this process's ranks: all of them in-process without a
+// launcher, else ranks proc x perProc + i of the launcher's job (global rank
+// 0 hosts the bootstrap root when the launcher does not).
+func initComms(ctx context.Context, id bootstrap.Identity, perProc, nranks int, p *param.Params) ([]*comm.Comm, error) {
+	if id.NRanks <= 1 && id.RootAddr == "" {
+		return comm.InitLocal(ctx, perProc, p)
+	}
+	comms := make([]*comm.Comm, perProc)
+	errs := make([]error, perProc)
+	var wg sync.WaitGroup
+	for i := range comms {
+		rank := id.Rank*perProc + i
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[i], errs[i] = comm.Init(ctx, comm.Options{
+				Rank: rank, NRanks: nranks, RootAddr: id.RootAddr,
+				HostRoot: id.HostRoot && rank == 0, Job: id.Job, Params: p,
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range comms {
+			if c != nil {
+				c.Abort(err)
+				c.Close()
+			}
+		}
+		return nil, err
+	}
+	return comms, nil
+}
+
+// closeComms closes every local rank at once: Close waits for every rank.
+func closeComms(comms []*comm.Comm) {
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// checkMemory refuses a -e that this process's buffers cannot fit in.
+func checkMemory(cfg *config, readFile func(string) ([]byte, error)) error {
+	avail, ok := availableMemory(readFile)
+	if !ok {
+		return nil
+	}
+	need := bench.BufferBytes(cfg.bench) * int64(cfg.ranksPerProc)
+	if need > avail {
+		return usagef("-e/--maxbytes %d needs %s of buffers for the %d rank(s) of this process, but %s of memory is available: lower -e (or -t, -g, -c)",
+			cfg.bench.MaxBytes, gib(need), cfg.ranksPerProc, gib(avail))
+	}
+	return nil
+}
+
+func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+// recorder sends rank 0's records to the table and the output file.
+type recorder struct {
+	text   *report.Text
+	json   *report.JSON
+	csv    *report.CSV
+	coll   string
+	nranks int
+	gpus   int
+}
+
+func (r *recorder) Begin(ds []bench.Device) {
+	r.text.Devices(ds)
+	r.text.Columns()
+	if r.json != nil {
+		r.json.Devices(ds)
+	}
+	if r.csv != nil {
+		perHost := map[string]int{}
+		for _, d := range ds {
+			perHost[d.Host]++
+		}
+		r.csv.Nodes = len(perHost)
+		for _, n := range perHost {
+			r.csv.RanksPerNode = max(r.csv.RanksPerNode, n)
+		}
+	}
+}
+
+func (r *recorder) RowStart(res bench.Result) { r.text.RowStart(res) }
+
+func (r *recorder) RowDone(res bench.Result) {
+	r.text.RowDone(res)
+	if r.json != nil {
+		r.json.Row(res)
+	}
+	if r.csv != nil {
+		r.csv.Row(res)
+	}
+}
+
+func (r *recorder) output(ft report.Footer, end time.Time) ([]byte, error) {
+	if r.json != nil {
+		return r.json.Bytes(ft, end)
+	}
+	return r.csv.Bytes(), nil
+}
+
+// redact hides the values of environment variables that look like secrets
+// (ccrun's CC_JOB_SECRET, tokens, passwords, keys) before the environment is
+// recorded in a -J file, which people share.
+func redact(environ []string) []string {
+	out := make([]string, len(environ))
+	for i, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		u := strings.ToUpper(k)
+		if ok && (strings.Contains(u, "SECRET") || strings.Contains(u, "TOKEN") || strings.Contains(u, "PASSWORD") ||
+			strings.Contains(u, "PASSWD") || strings.HasSuffix(u, "_KEY") || strings.Contains(u, "CREDENTIAL")) {
+			kv = k + "=<redacted>"
+		}
+		out[i] = kv
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+// envPrefix prefixes the environment variables that fill unset flags:
+// CC_PERF_ITERS=5 is -n 5, CC_PERF_LEGACY_FORMAT=1 is --legacy-format.
+const envPrefix = "CC_PERF"
+
+// env is what a run gets from its process.
+type env struct {
+	args     []string // the command line, program first (recorded in -J files)
+	environ  []string
+	lookup   func(string) (string, bool)
+	stdout   io.Writer
+	stderr   io.Writer
+	viper    *viper.Viper // the binary's one viper instance
+	readFile func(string) ([]byte, error)
+}
+
+// run is the whole program (see cli.RunFunc).
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	e := &env{
+		args: args, environ: environ, lookup: cli.Lookup(environ),
+		stdout: stdout, stderr: stderr,
+		viper:    cli.NewViper(envPrefix, environ),
+		readFile: os.ReadFile,
+	}
+	argv := args[1:]
+	if c := collOfProgram(filepath.Base(args[0])); c != nil {
+		argv = append([]string{c.Name}, argv...)
+	}
+	cmd := newRoot(e)
+	cmd.SetArgs(argv)
+	return cli.Fail(stderr, "cc-perf", cmd.ExecuteContext(ctx))
+}
+
+// collOfProgram recognises nccl-tests' binary names, with any suffix
+// (all_reduce_perf, all_reduce_perf_mpi), so a symlink works as the binary.
+func collOfProgram(prog string) *bench.Coll {
+	for _, c := range bench.Collectives {
+		if strings.HasPrefix(prog, c.Name+"_perf") {
+			return c
+		}
+	}
+	return nil
+}
+
+func collNames() string {
+	names := make([]string, len(bench.Collectives))
+	for i, c := range bench.Collectives {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+const rootLong = `cc-perf measures cc's collectives the way nccl-tests does: same subcommands,
+flags, table, bandwidth formulas, data check and exit statuses.
+
+  cc-perf all_reduce -b 8 -e 128M -f 2            one process, one rank
+  cc-perf all_reduce -t 4 -b 8 -e 64M -f 2 -c 1   four ranks in one process
+  ccrun -np 8 cc-perf all_reduce -b 8 -e 1G -f 2  eight processes
+
+Each subcommand is also reachable as <name>_perf, or by invoking the binary
+through a symlink named like an nccl-tests binary (all_reduce_perf ...).`
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cc-perf <collective> [flags]",
+		Short:         "nccl-tests-compatible benchmarks of cc's collectives",
+		Long:          rootLong,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("missing collective: want one of %s (cc-perf -h for help)", collNames())
+			}
+			return usagef("unknown collective %q: want one of %s", args[0], collNames())
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.WithCode(exitUsage, err) })
+	for _, c := range bench.Collectives {
+		root.AddCommand(newCollCmd(c, e))
+	}
+	return root
+}
+
+func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
+	f := defaultFlags()
+	cmd := &cobra.Command{
+		Use:     c.Name + " [flags]",
+		Aliases: []string{c.Name + "_perf"},
+		Short:   "benchmark " + c.Name + " (nccl-tests' " + c.Name + "_perf)",
+		Long:    collLong(c),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q: %s takes only flags", args[0], c.Name)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.BindFlags(cmd.Flags(), e.viper, envPrefix); err != nil {
+				return cli.WithCode(exitUsage, err)
+			}
+			cfg, err := f.config(c, cmd.Flags().Changed, e.lookup)
+			if err != nil {
+				return err
+			}
+			return perf(cmd.Context(), cfg, e)
+		},
+	}
+	cmd.Flags().SortFlags = false
+	f.register(cmd.Flags())
+	return cmd
+}
+
+func collLong(c *bench.Coll) string {
+	return fmt.Sprintf(`Benchmark %[1]s like nccl-tests' %[1]s_perf: for each data type (-d), op (-o)
+and root (-r), sweep sizes from -b to -e, timing -n iterations out of place and
+in place, and check the data -c times.
+
+Ranks: processes x -t x -g, each rank a goroutine with its own communicator.
+Under ccrun, mpirun, srun or torchrun every process joins the job through the
+runtime's bootstrap (it never runs alone when the launcher says the job has
+several ranks).
+
+Environment: NCCL_* configure the runtime; NCCL_TESTS_MIN_BW=<GB/s> fails the run
+(exit 7) when the average bus bandwidth is below 90%% of it; NCCL_TESTS_DEVICE
+offsets the printed device numbers; %[2]s_<FLAG> fills a flag not given on the
+command line (%[2]s_ITERS=5, %[2]s_LEGACY_FORMAT=1).
+
+GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6 unless left at their
+defaults, saying why.
+
+Exit status: 0 ok; 2 system error (memory, files); 3 runtime error; 4 timeout
+(-T); 5 not implemented; 6 invalid usage; 7 wrong data or NCCL_TESTS_MIN_BW not
+met; 128+n on signal n.`, c.Name, envPrefix)
+}
