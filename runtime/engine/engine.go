@@ -46,8 +46,10 @@ type SendConn interface {
 // RecvConn is the receiving end of one FIFO connection from a peer.
 type RecvConn interface {
 	// Wait waits for the next slice, which the sender posted with nsteps
-	// slots, and returns its bytes; they stay valid until Release.
-	Wait(nsteps int) ([]byte, error)
+	// slots and which holds nbytes (both sides run the same schedule, so the
+	// receiver knows), and returns its bytes; they stay valid until Release.
+	// A slice of another size is an error.
+	Wait(nsteps, nbytes int) ([]byte, error)
 	// Release frees the slots of the slice returned by Wait.
 	Release() error
 }
@@ -190,12 +192,9 @@ func runSlice(t *Task, op *algos.Op, send SendConn, ref RefSender, recv RecvConn
 	nb := int(n) * esize
 	var in []byte
 	if recv != nil {
-		b, err := recv.Wait(t.SliceSteps)
+		b, err := recv.Wait(t.SliceSteps, nb)
 		if err != nil {
 			return err
-		}
-		if len(b) != nb {
-			return fmt.Errorf("peer %d sent a slice of %d bytes, want %d (do all ranks use the same NCCL_* settings?)", op.RecvFrom, len(b), nb)
 		}
 		in = b
 	}

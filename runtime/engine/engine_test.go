@@ -72,10 +72,10 @@ func (c *memConn) PostRef(b []byte) error {
 
 func (c *memConn) Flush() error { return nil }
 
-func (c *memConn) Wait(nsteps int) ([]byte, error) {
+func (c *memConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	c.last = <-c.slices
-	if c.last.nsteps != nsteps {
-		return nil, fmt.Errorf("slice of %d steps, want %d", c.last.nsteps, nsteps)
+	if c.last.nsteps != nsteps || len(c.last.data) != nbytes {
+		return nil, fmt.Errorf("slice of %d steps %d bytes, want %d and %d", c.last.nsteps, len(c.last.data), nsteps, nbytes)
 	}
 	return c.last.data, nil
 }

@@ -315,15 +315,15 @@ func (c *RecvConn) readFailed(err error) {
 }
 
 // Wait implements engine.RecvConn.
-func (c *RecvConn) Wait(nsteps int) ([]byte, error) {
+func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
 		e := &r.ent[r.hseq%engine.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
-			if e.nsteps != nsteps {
-				return nil, fmt.Errorf("%s sent a slice of %d steps, want %d (do all ranks use the same NCCL_* settings?)", c.peer, e.nsteps, nsteps)
+			if e.nsteps != nsteps || e.size != nbytes {
+				return nil, fmt.Errorf("%s sent a slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, e.size, e.nsteps, nbytes, nsteps)
 			}
 			return r.slot(e.step, e.nsteps)[:e.size], nil
 		}

@@ -105,11 +105,12 @@ func TestSlicesInOrderOverManySockets(t *testing.T) {
 			}()
 			for i := 0; i < n; i++ {
 				nsteps := 1 + (i/3)%2
-				got, err := r.Wait(nsteps)
+				want := payload(i, nsteps*stepBytes)
+				got, err := r.Wait(nsteps, len(want))
 				if err != nil {
 					t.Fatalf("slice %d: %v", i, err)
 				}
-				if want := payload(i, nsteps*stepBytes); !bytes.Equal(got, want) {
+				if !bytes.Equal(got, want) {
 					t.Fatalf("slice %d: got %d bytes %x..., want %d bytes %x...", i, len(got), got[:min(8, len(got))], len(want), want[:8])
 				}
 				r.Release()
@@ -129,7 +130,7 @@ func TestMismatchedSteps(t *testing.T) {
 	buf, _ := s.Acquire(2)
 	copy(buf, "x")
 	s.Post(1)
-	if _, err := r.Wait(1); err == nil || !strings.Contains(err.Error(), "same NCCL_* settings") {
+	if _, err := r.Wait(1, 1); err == nil || !strings.Contains(err.Error(), "same NCCL_* settings") {
 		t.Fatalf("got %v, want a settings mismatch error", err)
 	}
 }
@@ -153,7 +154,7 @@ func TestStrangersDropped(t *testing.T) {
 	buf, _ := s.Acquire(1)
 	copy(buf, "hello")
 	s.Post(5)
-	got, err := r.Wait(1)
+	got, err := r.Wait(1, 5)
 	if err != nil || string(got) != "hello" {
 		t.Fatalf("after strangers: got %q, %v", got, err)
 	}
@@ -173,7 +174,7 @@ func TestPeerDeath(t *testing.T) {
 	a, b, _ := pair(t, 2, func(err error) { reported <- err })
 	s, r := connect(t, a, b, 128)
 	waitErr := make(chan error, 1)
-	go func() { _, err := r.Wait(1); waitErr <- err }()
+	go func() { _, err := r.Wait(1, 1); waitErr <- err }()
 	for _, sock := range s.socks {
 		sock.(*net.TCPConn).SetLinger(0) // reset, like a killed process
 	}
