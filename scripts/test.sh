@@ -2,6 +2,12 @@
 # Runs every check of the project: formatting, vet, and the whole test suite
 # with the race detector. This is the README's test command and exactly what
 # CI runs (.ci/run).
+#
+# As root with ../shared/testbed/testbed present (CI), it also installs what
+# the launcher's end-to-end tests need (openssh-server, openssh-client,
+# iproute2) when missing, brings up four SSH hosts in network namespaces for
+# the duration of the run, and the tests use them. Elsewhere those tests skip
+# with a message saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,4 +18,25 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
-go test -race -timeout 20m ./...
+
+testbed=${TESTBED_TOOL:-../shared/testbed/testbed}
+if [ "$(id -u)" = 0 ] && [ -x "$testbed" ]; then
+  need=()
+  [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+  command -v ssh >/dev/null || need+=(openssh-client)
+  command -v ip >/dev/null || need+=(iproute2)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]} for the SSH end-to-end tests" >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"; } >&2; then
+      if [ "${CI:-}" = true ]; then
+        echo "cannot install ${need[*]}: CI needs them for the end-to-end tests" >&2
+        exit 1
+      fi
+      echo "cannot install ${need[*]}: the SSH end-to-end tests will skip" >&2
+      exec go test -race -timeout 30m ./...
+    fi
+  fi
+  export TESTBED_TOOL="$testbed"
+  exec scripts/testbed.sh run go test -race -timeout 30m ./...
+fi
+exec go test -race -timeout 30m ./...

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/launch"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envPrefix prefixes the environment variables that fill unset flags: CCRUN_HOSTFILE=f is
+// --hostfile f, CCRUN_SSH_ACCEPT_NEW=1 is --ssh-accept-new.
+const envPrefix = "CCRUN"
+
+// exitUsage is the status of a command line ccrun cannot run.
+const exitUsage = 2
+
+// Options holds every flag of ccrun.
+type Options struct {
+	NP            int
+	Hosts         []string
+	Hostfile      string
+	Machinefile   string
+	PerNode       int
+	PPN           int
+	MapBy         string
+	Oversubscribe bool
+	X             []string
+	Env           []string
+	ForwardPrefix []string
+	TagOutput     bool
+	Label         bool
+	OutputDir     string
+	Timeout       int
+	Grace         time.Duration
+	Wdir          string
+	RootAddr      string
+	Preload       bool
+	DisplayMap    bool
+	Verbose       bool
+
+	SSHPort         int
+	SSHUser         string
+	SSHIdentity     []string
+	SSHKnownHosts   []string
+	SSHConfig       string
+	SSHAcceptNew    bool
+	SSHTimeout      time.Duration
+	SSHKeepalive    time.Duration
+	SSHKeepaliveMax int
+	SSHParallel     int
+	SSHMaxSessions  int
+}
+
+// register declares the flags on fs.
+func (o *Options) register(fs *pflag.FlagSet) {
+	fs.SortFlags = false
+	fs.IntVarP(&o.NP, "np", "n", 0, "number of ranks (also -np); default: one per slot")
+	fs.StringArrayVarP(&o.Hosts, "host", "H", nil, "hosts, comma-separated, each h or h:slots; Slurm hostlists allowed (node[01-04]:2); repeatable")
+	fs.StringVar(&o.Hostfile, "hostfile", "", "hostfile: Open MPI (host slots=N max_slots=M) or MPICH (host:N) lines, # comments")
+	fs.StringVar(&o.Machinefile, "machinefile", "", "same as --hostfile")
+	fs.IntVarP(&o.PerNode, "npernode", "N", 0, "ranks per host (Open MPI -N/--npernode)")
+	fs.IntVar(&o.PPN, "ppn", 0, "ranks per host (Hydra -ppn); same as --npernode")
+	fs.StringVar(&o.MapBy, "map-by", "slot", "placement: slot (fill each host), node (round-robin), or ppr:N:node")
+	fs.BoolVar(&o.Oversubscribe, "oversubscribe", false, "allow more ranks than slots on a host (never more than max_slots)")
+	fs.StringArrayVarP(&o.X, "export", "x", nil, "pass VAR (ccrun's value) or VAR=value to every rank; repeatable")
+	fs.StringArrayVar(&o.Env, "env", nil, "pass VAR=value to every rank; repeatable (also -genv VAR value)")
+	fs.StringSliceVar(&o.ForwardPrefix, "forward-prefix", launch.DefaultForward,
+		"prefixes of ccrun's own variables passed to every rank without -x; --forward-prefix= passes none")
+	fs.BoolVar(&o.TagOutput, "tag-output", false, "prefix each output line with [1,RANK]<stdout>: or <stderr>: (Open MPI)")
+	fs.BoolVarP(&o.Label, "prepend-rank", "l", false, "prefix each output line with [RANK] (Hydra -l)")
+	fs.StringVar(&o.OutputDir, "output-filename", "", "write each rank's output to DIR/1/rank.RANK/{stdout,stderr} instead of the terminal")
+	fs.IntVar(&o.Timeout, "timeout", 0, "end the job after SEC seconds with exit status 110, printing each rank's state (env MPIEXEC_TIMEOUT); 0: none")
+	fs.DurationVar(&o.Grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when the job is torn down")
+	fs.StringVar(&o.Wdir, "wdir", "", "working directory of the ranks; default: ccrun's (remote: if it exists there, else the login directory)")
+	fs.StringVar(&o.RootAddr, "root-addr", "", "host or address ranks use to reach ccrun's bootstrap root; default: 127.0.0.1 locally, ccrun's end of each SSH connection remotely")
+	fs.BoolVar(&o.Preload, "preload-binary", false, "copy the program to each remote host over SSH before starting it")
+	fs.BoolVar(&o.DisplayMap, "display-map", false, "print the rank-to-host map before starting")
+	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
+
+	fs.IntVar(&o.SSHPort, "ssh-port", 0, "SSH port; default: the ssh config's Port, else 22")
+	fs.StringVar(&o.SSHUser, "ssh-user", "", "SSH login name; default: the hostfile's user=, the ssh config's User, else your user name")
+	fs.StringArrayVarP(&o.SSHIdentity, "ssh-identity", "i", nil, "private key file; repeatable; tried after ssh-agent's keys")
+	fs.StringArrayVar(&o.SSHKnownHosts, "ssh-known-hosts", nil, "known_hosts file; repeatable; default: the ssh config's UserKnownHostsFile, else ~/.ssh/known_hosts")
+	fs.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file; default ~/.ssh/config; 'none' for none")
+	fs.BoolVar(&o.SSHAcceptNew, "ssh-accept-new", false, "record the key of a host seen for the first time in known_hosts (a changed key is still refused)")
+	fs.DurationVar(&o.SSHTimeout, "ssh-connect-timeout", 10*time.Second, "bound on connecting to and authenticating with one host")
+	fs.DurationVar(&o.SSHKeepalive, "ssh-keepalive", 5*time.Second, "interval of SSH keepalives")
+	fs.IntVar(&o.SSHKeepaliveMax, "ssh-keepalive-count", 3, "unanswered keepalives in a row after which a host counts as lost")
+	fs.IntVar(&o.SSHParallel, "ssh-parallel", 32, "hosts contacted at once")
+	fs.IntVar(&o.SSHMaxSessions, "ssh-max-sessions", 8, "ranks per SSH connection (sshd's MaxSessions is 10 by default)")
+}
+
+const long = `ccrun starts PROGRAM as NP ranks on this machine or on hosts reached over SSH,
+forwards their output, and ends the whole job as soon as one rank fails.
+
+  ccrun -np 4 cc-perf all_reduce -b 8 -e 64M -f 2 -c 1
+  ccrun -np 8 --hostfile hosts -x NCCL_ALGO=ring cc-perf all_reduce -b 8 -e 1G -f 2
+  ccrun -H node[01-04]:2 --tag-output ./app --app-flag
+
+Hosts come from -H and --hostfile; with neither, inside a Slurm allocation from
+SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; otherwise the job runs here.
+ccrun's own flags end at PROGRAM: everything after it belongs to PROGRAM.
+
+Every rank gets CC_RANK, CC_NRANKS, CC_LOCAL_RANK, CC_LOCAL_NRANKS, CC_NODE_RANK,
+CC_ROOT_ADDR and CC_JOB_ID (and its job secret, never on a command line), the
+same under the names other launchers use (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/
+LOCAL_SIZE, PMI_RANK/PMI_SIZE, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT), plus every NCCL_* and CC_* variable of ccrun's
+environment (see --forward-prefix) and what -x and --env name.
+
+Exit status: 0; the first failing rank's exit code (128+N for a signal); 110
+after --timeout; 130 on Ctrl-C (143 on SIGTERM); 2 for bad usage; 1 when a host
+cannot be reached or is lost.`
+
+// newRoot builds the cobra command; run is called with the parsed options and program.
+func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context, argv []string) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:           "ccrun [flags] PROGRAM [ARGS...]",
+		Short:         "an MPI-style launcher for cc programs, local and over SSH",
+		Long:          long,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cli.Errorf(exitUsage, "no program given: usage: ccrun [flags] PROGRAM [ARGS...] (ccrun -h for help)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), args) },
+	}
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.Flags().SetInterspersed(false)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.WithCode(exitUsage, err) })
+	o.register(cmd.Flags())
+	return cmd
+}
+
+// forwardSignals returns a channel of SIGUSR1 and SIGUSR2 for the supervisor to pass on.
+func forwardSignals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGUSR1, syscall.SIGUSR2)
+	return ch, func() { signal.Stop(ch) }
+}
+
+func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }

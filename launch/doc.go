@@ -1,0 +1,36 @@
+// Package launch runs one job for ccrun: it places ranks on hosts, builds each rank's
+// environment, hosts the runtime's bootstrap root, starts the ranks (locally with os/exec,
+// remotely through a Remote such as SSH(sshspawn)), forwards their output line by line, and
+// supervises them until the job ends.
+//
+//	rep, err := launch.Run(ctx, launch.Options{
+//		Hosts:     hosts,                               // from launch/hostfile, or LocalHost(np)
+//		Placement: launch.Placement{NP: 8, MapBy: launch.BySlot},
+//		Argv:      []string{"cc-perf", "all_reduce", "-b", "8", "-e", "1G"},
+//		Environ:   os.Environ(),
+//		Env:       launch.EnvRequest{Forward: launch.DefaultForward, X: []string{"NCCL_ALGO=ring"}},
+//		Output:    launch.Output{Stdout: os.Stdout, Stderr: os.Stderr, Tag: true},
+//		Remote:    launch.SSH(sp),
+//	})
+//	if err != nil { ... }        // nothing was started: bad input, unreachable host
+//	rep.WriteSummary(os.Stderr) // Open MPI-style account of the first failure, if any
+//	os.Exit(rep.ExitCode())
+//
+// The pieces, in the order a job uses them:
+//
+//   - Place (pure): ranks onto hosts by slot or by node, N per node, oversubscription
+//     within max_slots; each Slot has its rank, local rank and node rank.
+//   - BaseEnv and RankEnv (pure): NCCL_* and CC_* forwarded from ccrun's environment, -x
+//     and --env, then the rank variables (CC_RANK ... CC_JOB_ID, and the names Open MPI,
+//     PMI and torchrun use). The job secret is never among them: local ranks get
+//     CC_JOB_SECRET in their environment, remote ranks read it from the SSH session's stdin.
+//   - the bootstrap root (runtime/bootstrap) listens where the ranks can reach it: 127.0.0.1
+//     for local ranks, ccrun's end of each SSH connection for remote ones. Its events say
+//     which ranks joined and which one failed first, and why.
+//   - the supervisor: the first rank that exits non-zero or dies by a signal, a bootstrap
+//     failure, a lost host, a rank that cannot start, the timeout or the context's end
+//     (Ctrl-C) ends the job: SIGTERM to every rank's process group, Grace, SIGKILL, then a
+//     bounded wait for exit statuses. Forwarded signals (SIGUSR1, SIGUSR2) reach every rank.
+//   - the Report: every rank's state and the first cause; ExitCode is the first failing
+//     rank's status (128+signal), 110 for a timeout, 130 for an interrupt, 1 otherwise.
+package launch

@@ -1,0 +1,137 @@
+package launch
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// maxLine is the longest line kept whole; a longer one is cut into pieces of this size,
+// each printed as its own line.
+const maxLine = 64 << 10
+
+// Output says where rank output goes and how it is labelled.
+type Output struct {
+	// Stdout and Stderr receive the ranks' streams (ccrun's own streams).
+	Stdout, Stderr io.Writer
+	// Tag prefixes each line with Open MPI's "[1,RANK]<stdout>:" or "<stderr>:".
+	Tag bool
+	// Label prefixes each line with Hydra's "[RANK] ".
+	Label bool
+	// Dir, when set, sends each rank's streams to DIR/1/rank.R/stdout and stderr instead
+	// (Open MPI's --output-filename layout).
+	Dir string
+}
+
+// prefix returns the label of one rank's stream.
+func (o Output) prefix(rank int, stream string) string {
+	switch {
+	case o.Tag:
+		return "[1," + strconv.Itoa(rank) + "]<" + stream + ">:"
+	case o.Label:
+		return "[" + strconv.Itoa(rank) + "] "
+	}
+	return ""
+}
+
+// streams builds the forwarding of every rank's stdout and stderr.
+type streams struct {
+	out, err *lockedWriter
+	opt      Output
+}
+
+func newStreams(o Output) *streams {
+	return &streams{out: &lockedWriter{w: o.Stdout}, err: &lockedWriter{w: o.Stderr}, opt: o}
+}
+
+// rankWriters returns the writers for one rank's stdout and stderr; close them when the
+// rank's streams have ended, to flush an unterminated last line.
+func (s *streams) rankWriters(rank int) (stdout, stderr io.WriteCloser, err error) {
+	if s.opt.Dir != "" {
+		dir := filepath.Join(s.opt.Dir, "1", "rank."+strconv.Itoa(rank))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("--output-filename: %w", err)
+		}
+		o, err := os.Create(filepath.Join(dir, "stdout"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--output-filename: %w", err)
+		}
+		e, err := os.Create(filepath.Join(dir, "stderr"))
+		if err != nil {
+			o.Close()
+			return nil, nil, fmt.Errorf("--output-filename: %w", err)
+		}
+		return o, e, nil
+	}
+	return &lineWriter{dst: s.out, prefix: []byte(s.opt.prefix(rank, "stdout"))},
+		&lineWriter{dst: s.err, prefix: []byte(s.opt.prefix(rank, "stderr"))}, nil
+}
+
+// lockedWriter writes whole lines from many ranks without interleaving them. A write error
+// (a closed pipe, say) is remembered and later output dropped, so ranks never block on it.
+type lockedWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	broken bool
+}
+
+func (l *lockedWriter) writeLine(prefix, line []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken || l.w == nil {
+		return
+	}
+	buf := make([]byte, 0, len(prefix)+len(line)+1)
+	buf = append(append(buf, prefix...), line...)
+	if len(line) == 0 || line[len(line)-1] != '\n' {
+		buf = append(buf, '\n')
+	}
+	if _, err := l.w.Write(buf); err != nil {
+		l.broken = true
+	}
+}
+
+// lineWriter cuts one rank's stream into lines and hands each whole line, prefixed, to dst.
+type lineWriter struct {
+	dst    *lockedWriter
+	prefix []byte
+	buf    []byte
+}
+
+// Write never fails: output that cannot be shown is dropped, not pushed back to the rank.
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.buf = append(w.buf, p...)
+			for len(w.buf) >= maxLine {
+				w.dst.writeLine(w.prefix, w.buf[:maxLine])
+				w.buf = append(w.buf[:0], w.buf[maxLine:]...)
+			}
+			break
+		}
+		if len(w.buf) > 0 {
+			w.buf = append(w.buf, p[:i+1]...)
+			w.dst.writeLine(w.prefix, w.buf)
+			w.buf = w.buf[:0]
+		} else {
+			w.dst.writeLine(w.prefix, p[:i+1])
+		}
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// Close prints an unterminated last line.
+func (w *lineWriter) Close() error {
+	if len(w.buf) > 0 {
+		w.dst.writeLine(w.prefix, w.buf)
+		w.buf = nil
+	}
+	return nil
+}

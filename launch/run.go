@@ -1,0 +1,354 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/launch/hostfile"
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
+	"github.com/seed-760dd1f1/cc/runtime/wire"
+)
+
+// Defaults of Options.
+const (
+	DefaultGrace       = 3 * time.Second
+	DefaultMaxParallel = 64
+)
+
+// killWait bounds the wait for exit statuses after SIGKILL; a rank that has not reported
+// by then is on a host that stopped answering. A variable for tests.
+var killWait = 5 * time.Second
+
+// RemoteHost is a host reached through a Remote.
+type RemoteHost struct {
+	Name string
+	// User is the login name from the hostfile (user=), or "" for the default.
+	User string
+}
+
+// Remote starts ranks on other hosts; launch/sshspawn provides it over SSH (see SSH).
+type Remote interface {
+	// Connect reaches every host, concurrently. The error names the first host that failed.
+	Connect(ctx context.Context, hosts []RemoteHost) error
+	// Addrs returns ccrun's own address on the connection to host (where ranks there reach
+	// the bootstrap root) and the host's address.
+	Addrs(host string) (local, remote string)
+	// Preload copies the executable at path to host and returns its path there.
+	Preload(ctx context.Context, host, path string) (string, error)
+	// Start starts a rank on spec.Slot.Host.
+	Spawner
+	// Close ends every connection; pending Waits return.
+	Close() error
+}
+
+// Options is one job.
+type Options struct {
+	// Hosts to run on (see LocalHost for a job on this machine only).
+	Hosts     []hostfile.Host
+	Placement Placement
+	// Argv is the program and its arguments.
+	Argv []string
+	// Environ is ccrun's environment (forwarding source; what local ranks inherit).
+	Environ []string
+	Env     EnvRequest
+	// Wdir is the ranks' working directory. Empty: local ranks inherit ccrun's, remote ranks
+	// use ccrun's if it exists there, else their login directory.
+	Wdir   string
+	Output Output
+	// Timeout ends the job with exit status 110 when it expires; 0 means none.
+	Timeout time.Duration
+	// Grace is the time between SIGTERM and SIGKILL at teardown.
+	Grace time.Duration
+	// Remote starts ranks on hosts for which IsLocal is false.
+	Remote Remote
+	// IsLocal reports whether a host name means this machine (default: IsLocalName).
+	IsLocal func(host string) bool
+	// RootAddr, when set, is the host or address all ranks use to reach ccrun's bootstrap
+	// root; by default local ranks use 127.0.0.1 and each remote host the address of ccrun's
+	// end of its SSH connection.
+	RootAddr string
+	// Preload copies the program to each remote host before starting (--preload-binary).
+	Preload bool
+	// Forward carries signals to pass on to every rank (SIGUSR1, SIGUSR2).
+	Forward <-chan os.Signal
+	// MaxParallel bounds rank starts in flight.
+	MaxParallel int
+	// Logf receives ccrun's diagnostics; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// LocalHost is the host list of a job on this machine only: np slots, or one per CPU.
+func LocalHost(np int) []hostfile.Host {
+	if np <= 0 {
+		np = runtime.NumCPU()
+	}
+	return []hostfile.Host{{Name: "localhost", Slots: np}}
+}
+
+// IsLocalName reports whether host names this machine: localhost, a loopback address, or
+// the machine's host name.
+func IsLocalName(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	name, err := os.Hostname()
+	return err == nil && host == name
+}
+
+// Run places, starts and supervises a job, and returns its report. An error means nothing
+// was started (bad input, unreachable host, ...); a job that ran, however it ended, returns
+// a Report and no error.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if len(o.Argv) == 0 {
+		return nil, errors.New("no program given")
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("bad timeout %v: want 0 (none) or more", o.Timeout)
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.MaxParallel <= 0 {
+		o.MaxParallel = DefaultMaxParallel
+	}
+	if o.IsLocal == nil {
+		o.IsLocal = IsLocalName
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	slots, err := Place(o.Hosts, o.Placement)
+	if err != nil {
+		return nil, err
+	}
+	base, err := BaseEnv(o.Environ, o.Env)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{o: o, slots: slots, base: base, progOn: map[string]string{}, rootHost: map[string]string{}}
+	if err := j.prepare(ctx); err != nil {
+		j.closeRemote()
+		return nil, err
+	}
+	defer j.closeRemote()
+	if err := j.listen(); err != nil {
+		return nil, err
+	}
+	root := bootstrap.NewRoot(j.ln, len(slots), wire.Job{ID: j.id, Secret: []byte(j.secret)}, o.Logf)
+	rootCtx, stopRoot := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := root.Serve(rootCtx); err != nil {
+			o.Logf("bootstrap root: %v", err)
+		}
+	}()
+	s := newSupervisor(j, root.Events())
+	rep := s.run(ctx)
+	stopRoot()
+	root.Close()
+	<-served
+	j.closeRemote() // unblocks Waits on hosts that stopped answering
+	s.wg.Wait()
+	return rep, nil
+}
+
+// job is what Run prepares before the supervisor takes over.
+type job struct {
+	o      Options
+	slots  []Slot
+	base   []string
+	remote []RemoteHost
+	local  map[string]bool
+	// progOn maps a remote host to the preloaded program's path there.
+	progOn map[string]string
+	// rootHost maps a host to the address its ranks use for the root (without port).
+	rootHost   map[string]string
+	ln         net.Listener
+	id, secret string
+	closeOnce  sync.Once
+}
+
+// prepare sorts hosts into local and remote, checks the program, connects and preloads.
+func (j *job) prepare(ctx context.Context) error {
+	j.local = map[string]bool{}
+	seen := map[string]bool{}
+	hostInfo := map[string]hostfile.Host{}
+	for _, h := range j.o.Hosts {
+		hostInfo[h.Name] = h
+	}
+	for _, s := range j.slots {
+		if seen[s.Host] {
+			continue
+		}
+		seen[s.Host] = true
+		if j.o.IsLocal(s.Host) {
+			j.local[s.Host] = true
+		} else {
+			j.remote = append(j.remote, RemoteHost{Name: s.Host, User: hostInfo[s.Host].User})
+		}
+	}
+	var localPath string
+	if len(j.local) > 0 || j.o.Preload {
+		p, err := exec.LookPath(j.o.Argv[0])
+		if err != nil {
+			if len(j.local) > 0 || !errors.Is(err, exec.ErrNotFound) {
+				return fmt.Errorf("program %q: %w", j.o.Argv[0], err)
+			}
+			return fmt.Errorf("--preload-binary: program %q not found here: %w", j.o.Argv[0], err)
+		}
+		if localPath, err = filepath.Abs(p); err != nil {
+			return err
+		}
+	}
+	if len(j.remote) == 0 {
+		return nil
+	}
+	if j.o.Remote == nil {
+		return fmt.Errorf("host %s is not this machine and ccrun has no way to reach it", j.remote[0].Name)
+	}
+	if err := j.o.Remote.Connect(ctx, j.remote); err != nil {
+		return err
+	}
+	if !j.o.Preload {
+		return nil
+	}
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, j.o.MaxParallel)
+	for _, h := range j.remote {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p, err := j.o.Remote.Preload(ctx, h.Name, localPath)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = fmt.Errorf("--preload-binary: host %s: %w", h.Name, err)
+			}
+			j.progOn[h.Name] = p
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+func (j *job) closeRemote() {
+	if j.o.Remote != nil && len(j.remote) > 0 {
+		j.closeOnce.Do(func() { j.o.Remote.Close() })
+	}
+}
+
+// listen opens the bootstrap root's socket, creates the job id and secret, and decides
+// which address each host's ranks use to reach the root.
+func (j *job) listen() error {
+	var id, secret [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	if _, err := rand.Read(secret[:]); err != nil {
+		return err
+	}
+	j.id, j.secret = hex.EncodeToString(id[:8]), hex.EncodeToString(secret[:])
+	distinct := map[string]bool{}
+	for h := range j.local {
+		j.rootHost[h] = "127.0.0.1"
+	}
+	for _, h := range j.remote {
+		local, _ := j.o.Remote.Addrs(h.Name)
+		j.rootHost[h.Name] = local
+	}
+	for h := range j.rootHost {
+		if j.o.RootAddr != "" {
+			j.rootHost[h] = j.o.RootAddr
+		}
+		distinct[j.rootHost[h]] = true
+	}
+	bind := ":0"
+	if len(distinct) == 1 && j.o.RootAddr == "" {
+		for a := range distinct {
+			bind = net.JoinHostPort(a, "0")
+		}
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return fmt.Errorf("bootstrap root: listen on %s: %w", bind, err)
+	}
+	j.ln = ln
+	return nil
+}
+
+// rootAddr is the root's address as ranks on host reach it.
+func (j *job) rootAddr(host string) string {
+	port := j.ln.Addr().(*net.TCPAddr).Port
+	return net.JoinHostPort(j.rootHost[host], strconv.Itoa(port))
+}
+
+// masterAddr is rank 0's host as the other ranks reach it.
+func (j *job) masterAddr() string {
+	h := j.slots[0].Host
+	if !j.local[h] {
+		_, remote := j.o.Remote.Addrs(h)
+		return remote
+	}
+	if len(j.remote) == 0 {
+		return "127.0.0.1"
+	}
+	return j.rootHost[j.remote[0].Name]
+}
+
+// spec builds the start request of one rank.
+func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
+	argv := append([]string(nil), j.o.Argv...)
+	if p := j.progOn[s.Host]; p != "" {
+		argv[0] = p
+	}
+	env := RankEnv(j.base, JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr()}, s, j.rootAddr(s.Host))
+	dir, optional := j.o.Wdir, false
+	if dir == "" && !j.local[s.Host] {
+		if wd, err := os.Getwd(); err == nil {
+			dir, optional = wd, true
+		}
+	}
+	return Spec{Slot: s, Argv: argv, Env: env, Dir: dir, DirOptional: optional, Secret: j.secret, Stdout: stdout, Stderr: stderr}
+}
+
+// spawner returns what starts ranks on host.
+func (j *job) spawner(host string) Spawner {
+	if j.local[host] {
+		return Local{Environ: j.o.Environ}
+	}
+	return j.o.Remote
+}
+
+// signalName is "SIGTERM" for syscall.SIGTERM.
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	}
+	return s.String()
+}
