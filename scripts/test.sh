@@ -19,7 +19,8 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
-testbed=${TESTBED_TOOL:-../shared/testbed/testbed}
+testbed=${TESTBED_TOOL:-$PWD/../shared/testbed/testbed}
+case $testbed in /*) ;; *) testbed=$PWD/$testbed ;; esac # tests run in package dirs
 if [ "$(id -u)" = 0 ] && [ -x "$testbed" ]; then
   need=()
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -36,6 +37,7 @@ if [ "$(id -u)" = 0 ] && [ -x "$testbed" ]; then
       exec go test -race -timeout 30m ./...
     fi
   fi
+  mkdir -p /run/sshd # sshd's privilege separation dir; systemd makes it, a bare CI machine may not
   export TESTBED_TOOL="$testbed"
   exec scripts/testbed.sh run go test -race -timeout 30m ./...
 fi
