@@ -1,0 +1,22 @@
+package param
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestREADMEDocumentsEveryKnob: every variable of the table appears in the
+// README's knob table (as a `NAME` cell).
+func TestREADMEDocumentsEveryKnob(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, k := range Knobs() {
+		if !strings.Contains(readme, "`"+k.Name+"`") {
+			t.Errorf("README.md does not document %s", k.Name)
+		}
+	}
+}
