@@ -31,6 +31,8 @@
 //     failure, a lost host, a rank that cannot start, the timeout or the context's end
 //     (Ctrl-C) ends the job: SIGTERM to every rank's process group, Grace, SIGKILL, then a
 //     bounded wait for exit statuses. Forwarded signals (SIGUSR1, SIGUSR2) reach every rank.
+//   - Srun, a Remote for ccrun --launcher srun: inside a Slurm allocation every rank is its
+//     own job step (srun --nodes=1 --ntasks=1 --nodelist=HOST --exact), so Slurm tracks it.
 //   - the Report: every rank's state and the first cause; ExitCode is the first failing
 //     rank's status (128+signal), 110 for a timeout, 130 for an interrupt, 1 otherwise.
 package launch

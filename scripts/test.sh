@@ -6,8 +6,11 @@
 # As root with ../shared/testbed/testbed present (CI), it also installs what
 # the launcher's end-to-end tests need (openssh-server, openssh-client,
 # iproute2) when missing, brings up four SSH hosts in network namespaces for
-# the duration of the run, and the tests use them. Elsewhere those tests skip
-# with a message saying why.
+# the duration of the run, and the tests use them. With CI=true it installs
+# Slurm and MUNGE too (slurmctld slurmd slurm-client munge), and the testbed
+# then runs a Slurm cluster for the Slurm end-to-end tests; elsewhere Slurm
+# is used when already installed. Tests whose needs are missing skip with a
+# message saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,9 +29,19 @@ if [ "$(id -u)" = 0 ] && [ -x "$testbed" ]; then
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v ssh >/dev/null || need+=(openssh-client)
   command -v ip >/dev/null || need+=(iproute2)
-  if [ ${#need[@]} -gt 0 ]; then
-    echo "installing ${need[*]} for the SSH end-to-end tests" >&2
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"; } >&2; then
+  slurm=()
+  if [ "${CI:-}" = true ]; then
+    command -v slurmctld >/dev/null || slurm+=(slurmctld)
+    command -v slurmd >/dev/null || slurm+=(slurmd)
+    command -v srun >/dev/null || slurm+=(slurm-client)
+    command -v munged >/dev/null || slurm+=(munge)
+  fi
+  if [ ${#need[@]} -gt 0 ] || [ ${#slurm[@]} -gt 0 ]; then
+    echo "installing ${need[*]} ${slurm[*]} for the SSH and Slurm end-to-end tests" >&2
+    if ! { apt-get update -qq &&
+      { [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"; } &&
+      { [ ${#slurm[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${slurm[@]}"; }; } >&2; then
+      need+=("${slurm[@]}")
       if [ "${CI:-}" = true ]; then
         echo "cannot install ${need[*]}: CI needs them for the end-to-end tests" >&2
         exit 1

@@ -44,6 +44,7 @@ type Options struct {
 	Preload       bool
 	DisplayMap    bool
 	Verbose       bool
+	Launcher      string
 
 	SSHPort         int
 	SSHUser         string
@@ -83,6 +84,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Preload, "preload-binary", false, "copy the program to each remote host over SSH before starting it")
 	fs.BoolVar(&o.DisplayMap, "display-map", false, "print the rank-to-host map before starting")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
+	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
 
 	fs.IntVar(&o.SSHPort, "ssh-port", 0, "SSH port; default: the ssh config's Port, else 22")
 	fs.StringVar(&o.SSHUser, "ssh-user", "", "SSH login name; default: the hostfile's user=, the ssh config's User, else your user name")
@@ -106,6 +108,7 @@ forwards their output, and ends the whole job as soon as one rank fails.
 
 Hosts come from -H and --hostfile; with neither, inside a Slurm allocation from
 SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; otherwise the job runs here.
+Remote ranks start over SSH, or with --launcher srun as Slurm job steps.
 ccrun's own flags end at PROGRAM: everything after it belongs to PROGRAM.
 
 Every rank gets CC_RANK, CC_NRANKS, CC_LOCAL_RANK, CC_LOCAL_NRANKS, CC_NODE_RANK,

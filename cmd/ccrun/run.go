@@ -67,6 +67,9 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 	case o.TagOutput && o.Label:
 		return usagef("--tag-output and -l/--prepend-rank exclude each other: choose one")
 	}
+	if err := checkLauncher(o, lookup); err != nil {
+		return err
+	}
 	mapBy, ppr, err := launch.ParseMapBy(o.MapBy)
 	if err != nil {
 		return cli.WithCode(exitUsage, err)
@@ -98,8 +101,18 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 		Logf:      logf,
 	}
 	// Input errors are usage errors: check them before touching any host.
+	if o.Launcher == launcherSrun && source == sourceSlurm {
+		if total := slotCount(hosts); o.NP > total {
+			return usagef("--launcher srun: -np %d is more than the %d tasks of the Slurm allocation (SLURM_JOB_NODELIST=%s, SLURM_TASKS_PER_NODE=%s): use -np %d or fewer, or allocate more tasks (salloc/sbatch -n)",
+				o.NP, total, env(lookup, "SLURM_JOB_NODELIST"), env(lookup, "SLURM_TASKS_PER_NODE"), total)
+		}
+	}
 	slots, err := launch.Place(hosts, lo.Placement)
 	if err != nil {
+		if source == sourceSlurm {
+			err = fmt.Errorf("the Slurm allocation (SLURM_JOB_NODELIST=%s, SLURM_TASKS_PER_NODE=%s): %w",
+				env(lookup, "SLURM_JOB_NODELIST"), env(lookup, "SLURM_TASKS_PER_NODE"), err)
+		}
 		return cli.WithCode(exitUsage, err)
 	}
 	if _, err := launch.BaseEnv(environ, lo.Env); err != nil {
@@ -108,7 +121,10 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 	if o.DisplayMap {
 		writeMap(stdout, slots)
 	}
-	if needsSSH(hosts) {
+	if o.Launcher == launcherSrun {
+		lo.Remote = &launch.Srun{Environ: environ}
+		lo.IsLocal = func(string) bool { return false } // every rank is a Slurm step
+	} else if needsSSH(hosts) {
 		sp, err := sshspawn.New(sshspawn.Config{
 			User: o.SSHUser, Port: o.SSHPort, Identities: o.SSHIdentity, KnownHosts: o.SSHKnownHosts,
 			ConfigFile: o.SSHConfig, AcceptNew: o.SSHAcceptNew, ConnectTimeout: o.SSHTimeout,
@@ -182,9 +198,48 @@ func resolveHosts(o *Options, lookup func(string) (string, bool)) ([]hostfile.Ho
 	if ok && nodes != "" {
 		tasks, _ := lookup("SLURM_TASKS_PER_NODE")
 		h, err := hostfile.Slurm(nodes, tasks)
-		return h, "the Slurm allocation", cli.WithCode(exitUsage, err)
+		return h, sourceSlurm, cli.WithCode(exitUsage, err)
 	}
 	return launch.LocalHost(o.NP), "this machine", nil
+}
+
+// sourceSlurm names hosts taken from the Slurm allocation.
+const sourceSlurm = "the Slurm allocation"
+
+// The values of --launcher.
+const (
+	launcherSSH  = "ssh"
+	launcherSrun = "srun"
+)
+
+// checkLauncher validates --launcher and what it cannot be combined with.
+func checkLauncher(o *Options, lookup func(string) (string, bool)) error {
+	switch o.Launcher {
+	case launcherSSH:
+		return nil
+	case launcherSrun:
+	default:
+		return usagef("bad --launcher %q (allowed: ssh, srun)", o.Launcher)
+	}
+	if job, ok := lookup("SLURM_JOB_ID"); !ok || job == "" {
+		return usagef("--launcher srun needs a Slurm allocation, but SLURM_JOB_ID is not set: run ccrun under salloc or sbatch")
+	}
+	switch {
+	case o.Preload:
+		return usagef("--preload-binary cannot be used with --launcher srun: use sbcast or a shared file system")
+	case o.Oversubscribe:
+		return usagef("--oversubscribe cannot be used with --launcher srun: Slurm runs at most the allocation's tasks at once")
+	}
+	return nil
+}
+
+// slotCount adds up the hosts' slots.
+func slotCount(hosts []hostfile.Host) int {
+	n := 0
+	for _, h := range hosts {
+		n += h.Slots
+	}
+	return n
 }
 
 // needsSSH reports whether some host is not this machine.

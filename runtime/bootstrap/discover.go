@@ -75,7 +75,9 @@ var launchers = []launcher{
 //
 // Inconsistent variables are errors that name them: a non-numeric or negative value, a
 // rank not below the size, one of a pair without the other, a malformed address or
-// nodelist, or a multi-rank mpirun/PMI job with no NCCL_COMM_ID.
+// nodelist, or a multi-rank mpirun/PMI job with no NCCL_COMM_ID. Under srun without
+// NCCL_COMM_ID, SLURM_DISTRIBUTION=arbitrary is an error (task 0 need not run on the first
+// node), and so is rank 0 running (SLURMD_NODENAME) elsewhere than the first node.
 func Discover(lookup func(string) (string, bool)) (Identity, error) {
 	return discover(lookup, os.ReadFile)
 }
@@ -339,6 +341,16 @@ func deriveSlurm(e env, id *Identity) error {
 	host, err := FirstHost(list)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
+	}
+	// Task 0 runs on the first node of the step under every distribution but arbitrary
+	// (-m arbitrary with SLURM_HOSTFILE), where it may run anywhere.
+	if d, ok := e.get("SLURM_DISTRIBUTION"); ok && strings.HasPrefix(d, "arbitrary") {
+		return fmt.Errorf("SLURM_DISTRIBUTION=%s: task 0 need not run on %s, the first node of %s=%s, where the bootstrap root is looked for: set NCCL_COMM_ID=host:port (a free port on the node of task 0, the same value on every rank)",
+			d, host, name, list)
+	}
+	if node, ok := e.get("SLURMD_NODENAME"); ok && id.Rank == 0 && node != host {
+		return fmt.Errorf("SLURM_PROCID=0 runs on SLURMD_NODENAME=%s, not on %s, the first node of %s=%s, where the other ranks look for the bootstrap root: set NCCL_COMM_ID=host:port (a free port on %s, the same value on every rank)",
+			node, host, name, list, node)
 	}
 	id.RootAddr = net.JoinHostPort(host, strconv.Itoa(SlurmPort(ids[0], ids[1])))
 	id.HostRoot = id.Rank == 0
