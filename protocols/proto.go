@@ -1,0 +1,117 @@
+package protocols
+
+import "fmt"
+
+// Proto is a protocol.
+type Proto uint8
+
+// The protocols.
+const (
+	Simple Proto = iota
+	LL
+	LL128
+
+	// NumProtos is the number of protocols.
+	NumProtos = int(LL128) + 1
+)
+
+var names = [NumProtos]string{"Simple", "LL", "LL128"}
+
+// String returns NCCL's name for the protocol: "Simple", "LL" or "LL128".
+func (p Proto) String() string {
+	if int(p) >= NumProtos {
+		return fmt.Sprintf("Proto(%d)", uint8(p))
+	}
+	return names[p]
+}
+
+// Valid reports whether p is one of the three protocols.
+func (p Proto) Valid() bool { return int(p) < NumProtos }
+
+// DefaultBuffSize is NCCL's default FIFO size of one connection in bytes
+// (NVIDIA/nccl src/init.cc):
+//
+//	Simple  DEFAULT_BUFFSIZE       = 1 << 22                       = 4194304
+//	LL      DEFAULT_LL_BUFFSIZE    = 8 lines/thread x 512 threads
+//	                                 x 8 steps x 16 B              = 524288
+//	LL128   DEFAULT_LL128_BUFFSIZE = 120 elems/thread x 640 threads
+//	                                 x 8 steps x 8 B               = 4915200
+func (p Proto) DefaultBuffSize() int {
+	switch p {
+	case Simple:
+		return 1 << 22
+	case LL:
+		return 8 * 512 * 8 * LLLineBytes
+	case LL128:
+		return 120 * 640 * 8 * 8
+	}
+	return 0
+}
+
+// LineBytes is the size of the protocol's line in the FIFO: 16 for LL, 128
+// for LL128, and 1 for Simple, which has no lines.
+func (p Proto) LineBytes() int {
+	switch p {
+	case LL:
+		return LLLineBytes
+	case LL128:
+		return LL128LineBytes
+	}
+	return 1
+}
+
+// LinePayload is the number of payload bytes one line carries: 8 for LL,
+// 120 for LL128, 1 for Simple.
+func (p Proto) LinePayload() int {
+	switch p {
+	case LL:
+		return LLLinePayload
+	case LL128:
+		return LL128LinePayload
+	}
+	return 1
+}
+
+// Payload is the number of payload bytes one FIFO step of stepBytes bytes
+// carries: whole lines only, each line's flags subtracted. For example, with
+// NCCL's defaults (stepBytes = buffSize/8):
+//
+//	Simple.Payload(524288) = 524288
+//	LL.Payload(65536)      = 4096 lines x 8   = 32768
+//	LL128.Payload(614400)  = 4800 lines x 120 = 576000
+//
+// It is 0 for a step smaller than one line.
+func (p Proto) Payload(stepBytes int) int {
+	if stepBytes <= 0 || !p.Valid() {
+		return 0
+	}
+	return stepBytes / p.LineBytes() * p.LinePayload()
+}
+
+// Grain is NCCL's ncclProtoGrainSize (NVIDIA/nccl src/include/device.h),
+// the unit chunk sizes are rounded down to, in payload bytes:
+//
+//	Simple  512
+//	LL      16                                  (two lines' payload)
+//	LL128   1920 = 32 threads x 8 words / 16 x 15 data words x 8 B
+func (p Proto) Grain() int {
+	switch p {
+	case Simple:
+		return 512
+	case LL:
+		return 16
+	case LL128:
+		return 32 * 8 / LL128LineWords * (LL128LineWords - 1) * 8
+	}
+	return 0
+}
+
+// Lines is the number of lines the protocol needs to carry n payload bytes
+// (for Simple, n itself).
+func (p Proto) Lines(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	lp := p.LinePayload()
+	return (n + lp - 1) / lp
+}
