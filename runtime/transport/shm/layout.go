@@ -1,0 +1,186 @@
+//go:build linux
+
+package shm
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
+)
+
+// A segment is laid out as
+//
+//	[0, headerBytes)          header: geometry, then one owner entry per local rank
+//	[ctlOff, fifoOff)         one control block per connection
+//	[fifoOff, size)           the FIFOs: per channel, per directed pair, Simple, LL, LL128
+//
+// Every region starts on a page; each FIFO is a whole number of pages, so a
+// FIFO that is never used costs no memory (tmpfs allocates on first touch).
+const (
+	pageSize = 4096
+
+	// segMagic opens a valid header ("ccshmv01" in memory order); it is
+	// stored last, so a header with the magic is complete.
+	segMagic   uint64 = 0x3130766d68736363
+	segVersion uint32 = 1
+
+	// Header fields.
+	hMagic    = 0
+	hVersion  = 8  // uint32
+	hNRanks   = 12 // uint32
+	hChannels = 16 // uint32
+	hBuff     = 24 // [3]uint64, indexed by protocols.Proto
+	hSize     = 48
+	hCreated  = 56 // unix nanoseconds
+	hOwners   = 128
+
+	// An owner entry: the process of one local rank. It is claimed (CAS
+	// on oClaim), filled, and its pid stored last.
+	ownerBytes = 32
+	oPid       = 0
+	oStart     = 8  // start time, clock ticks since boot (/proc/<pid>/stat field 22)
+	oPidNS     = 16 // inode of its pid namespace
+	oClaim     = 24
+
+	// A connection's control block. Words written by different sides sit
+	// on different cache-line pairs.
+	ctlBytes  = 384
+	cTail     = 0   // uint64, written by the sender: steps posted (Simple only)
+	cTailWait = 64  // uint32, set by the receiver while it sleeps
+	cTailSeq  = 68  // uint32, the receiver's futex word: bumped to wake it
+	cHead     = 128 // uint64, written by the receiver: steps freed
+	cHeadWait = 192 // uint32, set by the sender while it sleeps
+	cHeadSeq  = 196 // uint32, the sender's futex word
+	cSizes    = 256 // [NSteps]uint64: bytes<<4 | nsteps of the slice starting in each slot
+
+	// maxLocalRanks bounds LocalNRanks (NCCL allows 72).
+	maxLocalRanks = 1024
+	// maxSegment bounds the segment size (64 TiB), far above any /dev/shm.
+	maxSegment = 1 << 46
+)
+
+// geometry is the segment's layout, a pure function of the local rank
+// count, the channel count and the three buffer sizes.
+type geometry struct {
+	nranks, channels int
+	buff             [protocols.NumProtos]int
+	stepBytes        [protocols.NumProtos]int // one slot in the FIFO (whole lines)
+	fifoBytes        [protocols.NumProtos]int // NSteps slots, rounded up to pages
+	pairBytes        int                      // the three FIFOs of one directed pair and channel
+	headerBytes      int
+	ctlOff, fifoOff  int
+	size             int64
+}
+
+var protoKnob = [protocols.NumProtos]string{"NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"}
+
+func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry, error) {
+	g := geometry{nranks: nranks, channels: channels, buff: buff}
+	if nranks < 1 || nranks > maxLocalRanks {
+		return g, fmt.Errorf("local rank count %d: want 1..%d", nranks, maxLocalRanks)
+	}
+	if channels < 1 || channels > 1<<16 {
+		return g, fmt.Errorf("channel count %d: want 1..%d", channels, 1<<16)
+	}
+	for p := protocols.Proto(0); int(p) < protocols.NumProtos; p++ {
+		step := buff[p] / engine.NSteps
+		if p.Payload(step) < 1 {
+			return g, fmt.Errorf("%s buffer size %d (%s): want at least %d bytes (%d steps of one %d-byte line)",
+				p, buff[p], protoKnob[p], engine.NSteps*p.LineBytes(), engine.NSteps, p.LineBytes())
+		}
+		if buff[p] > 1<<34 {
+			return g, fmt.Errorf("%s buffer size %d (%s): want at most %d bytes", p, buff[p], protoKnob[p], 1<<34)
+		}
+		g.stepBytes[p] = step / p.LineBytes() * p.LineBytes()
+		g.fifoBytes[p] = roundUp(engine.NSteps*g.stepBytes[p], pageSize)
+		g.pairBytes += g.fifoBytes[p]
+	}
+	g.headerBytes = roundUp(hOwners+nranks*ownerBytes, pageSize)
+	g.ctlOff = g.headerBytes
+	nconn := int64(g.nconns())
+	g.fifoOff = g.ctlOff + roundUp(int(nconn)*ctlBytes, pageSize)
+	npairs := int64(channels) * int64(nranks) * int64(nranks-1)
+	g.size = int64(g.fifoOff) + npairs*int64(g.pairBytes)
+	if g.size > maxSegment {
+		return g, fmt.Errorf("segment of %d bytes for %d local ranks, %d channels and buffer sizes %v: want at most %d", g.size, nranks, channels, buff, int64(maxSegment))
+	}
+	return g, nil
+}
+
+func (g *geometry) nconns() int {
+	return g.channels * g.nranks * (g.nranks - 1) * protocols.NumProtos
+}
+
+// pair numbers the directed pair from -> to on channel ch.
+func (g *geometry) pair(ch, from, to int) int {
+	t := to
+	if to > from {
+		t--
+	}
+	return (ch*g.nranks+from)*(g.nranks-1) + t
+}
+
+// check validates a connection's coordinates.
+func (g *geometry) check(ch, from, to int, p protocols.Proto) error {
+	switch {
+	case g.nranks < 2:
+		return fmt.Errorf("no shared-memory connections with a single local rank")
+	case ch < 0 || ch >= g.channels:
+		return fmt.Errorf("channel %d: want 0..%d", ch, g.channels-1)
+	case from < 0 || from >= g.nranks || to < 0 || to >= g.nranks:
+		return fmt.Errorf("local ranks %d -> %d: want 0..%d", from, to, g.nranks-1)
+	case from == to:
+		return fmt.Errorf("local rank %d cannot connect to itself", from)
+	case !p.Valid():
+		return fmt.Errorf("protocol %v: want Simple, LL or LL128", p)
+	}
+	return nil
+}
+
+// ctl is the offset of a connection's control block.
+func (g *geometry) ctl(ch, from, to int, p protocols.Proto) int {
+	return g.ctlOff + (g.pair(ch, from, to)*protocols.NumProtos+int(p))*ctlBytes
+}
+
+// fifo is the offset of a connection's FIFO.
+func (g *geometry) fifo(ch, from, to int, p protocols.Proto) int64 {
+	off := int64(g.fifoOff) + int64(g.pair(ch, from, to))*int64(g.pairBytes)
+	for q := protocols.Proto(0); q < p; q++ {
+		off += int64(g.fifoBytes[q])
+	}
+	return off
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// namePrefix starts the name of every segment, so CleanStale finds them.
+const namePrefix = "cc-shm-"
+
+// segmentName is the file name of a job's segment on a host: readable
+// parts of both, and a hash of the exact strings so that two ids that read
+// alike never share a name.
+func segmentName(job, host string) string {
+	h := fnv.New64a()
+	h.Write([]byte(job))
+	h.Write([]byte{0})
+	h.Write([]byte(host))
+	return fmt.Sprintf("%s%s-%s-%016x", namePrefix, readable(job), readable(host), h.Sum64())
+}
+
+// readable keeps at most 40 bytes of s, letters, digits, '.', '_' and '-'.
+func readable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s) && b.Len() < 40; i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}

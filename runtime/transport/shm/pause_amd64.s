@@ -1,0 +1,8 @@
+//go:build linux
+
+#include "textflag.h"
+
+// func pause()
+TEXT ·pause(SB), NOSPLIT|NOFRAME, $0-0
+	PAUSE
+	RET
