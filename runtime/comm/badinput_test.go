@@ -83,7 +83,6 @@ func TestUnimplementedKnobs(t *testing.T) {
 	for _, tc := range []struct{ env, val, want string }{
 		{"NCCL_ALGO", "tree", `NCCL_ALGO="tree" leaves`},
 		{"NCCL_ALGO", "allreduce:pat", "AllReduce no implemented algorithm"},
-		{"NCCL_PROTO", "LL", "no implemented protocol"},
 	} {
 		p := testParams(t, map[string]string{tc.env: tc.val})
 		_, err := InitLocal(context.Background(), 1, p)
@@ -144,7 +143,7 @@ func TestUnreachableRoot(t *testing.T) {
 // TestGarbageOnDataPort: strangers, wrong secrets and garbage on a rank's
 // data listener are dropped; the job keeps working.
 func TestGarbageOnDataPort(t *testing.T) {
-	cs := withComms(t, 2, testParams(t, nil))
+	cs := withComms(t, 2, testParams(t, map[string]string{"NCCL_SHM_DISABLE": "1"}))
 	addr := cs[0].Peers()[0].Addr
 	for _, payload := range [][]byte{[]byte("GET / HTTP/1.0\r\n\r\n"), make([]byte, 4096), {}} {
 		conn, err := net.Dial("tcp", addr)

@@ -152,7 +152,7 @@ func plainStream(c *Comm, duplex bool) (float64, error) {
 // interleaved in the same run (CC_BENCH_ROUNDS, default 5).
 func BenchmarkAllReduceVsTCPStream(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		procs := startRanks(b, 2, "bench")
+		procs := startRanks(b, 2, "bench", transports[0].env) // TCP: both ranks share this host
 		var line string
 		for r, p := range procs {
 			if r == 0 {
@@ -172,5 +172,71 @@ func BenchmarkAllReduceVsTCPStream(b *testing.B) {
 		b.ReportMetric(duplex, "duplex-GB/s")
 		b.ReportMetric(busbw, "busbw-GB/s")
 		b.ReportMetric(busbw/stream, "busbw/stream")
+	}
+}
+
+// shmBenchChild measures, for the protocol its NCCL_PROTO forces, the
+// all-reduce time at 8 B (median of 2000 calls) and the busbw at 64 MiB,
+// and the memcpy bandwidth of 64 MiB in the same process. Rank 0 prints
+// "small_us=<us> busbw=<GB/s> memcpy=<GB/s>".
+func shmBenchChild(c *Comm) error {
+	small := make([]byte, 8)
+	var lat []float64
+	for i := 0; i < 2000; i++ {
+		start := time.Now()
+		if err := c.AllReduce(small, small, 2, reduce.Float32, reduce.Sum); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(start).Seconds()*1e6)
+	}
+	send := make([]byte, benchBytes)
+	recv := make([]byte, benchBytes)
+	if err := c.AllReduce(send, recv, benchBytes/4, reduce.Float32, reduce.Sum); err != nil {
+		return err
+	}
+	var bws, cps []float64
+	n := float64(c.NRanks())
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		if err := c.AllReduce(send, recv, benchBytes/4, reduce.Float32, reduce.Sum); err != nil {
+			return err
+		}
+		bws = append(bws, float64(benchBytes)/time.Since(start).Seconds()*2*(n-1)/n/1e9)
+		start = time.Now()
+		copy(recv, send)
+		cps = append(cps, float64(benchBytes)/time.Since(start).Seconds()/1e9)
+	}
+	if c.Rank() == 0 {
+		fmt.Printf("small_us=%.3f busbw=%.3f memcpy=%.3f\n", median(lat), median(bws), median(cps))
+	}
+	return c.Close()
+}
+
+// BenchmarkSHMProtocols runs 2 rank processes on shared memory once per
+// protocol and reports, from one benchmark run: the 8 B all-reduce time
+// (LL should win), the 64 MiB busbw (Simple should win), and memcpy of
+// 64 MiB measured in the same processes (64 MiB memcpy moves 64 MiB; an
+// all-reduce's busbw counts what each rank sends).
+func BenchmarkSHMProtocols(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		for _, proto := range []string{"LL", "LL128", "Simple"} {
+			procs := startRanks(b, 2, "shmbench", func(int) []string { return []string{"NCCL_SHM_DISABLE=0", "NCCL_PROTO=" + proto} })
+			line := ""
+			hangGuard(b, 10*time.Minute, "shm bench", func() { line = procs[0].line() })
+			for r, p := range procs {
+				var err error
+				hangGuard(b, 10*time.Minute, "shm bench ranks", func() { err = <-p.done; p.done <- err })
+				if err != nil {
+					b.Fatalf("%s rank %d: %v\n%s", proto, r, err, p.cmd.Stderr.(*syncWriter).String())
+				}
+			}
+			var us, bw, cp float64
+			if _, err := fmt.Sscanf(line, "small_us=%g busbw=%g memcpy=%g", &us, &bw, &cp); err != nil {
+				b.Fatalf("%s: rank 0 printed %q: %v", proto, line, err)
+			}
+			b.ReportMetric(us, proto+"-8B-us")
+			b.ReportMetric(bw, proto+"-64MiB-busbw-GB/s")
+			b.ReportMetric(cp, proto+"-run-memcpy-GB/s")
+		}
 	}
 }

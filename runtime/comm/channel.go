@@ -6,9 +6,9 @@ import (
 	"sync"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
-	"github.com/seed-760dd1f1/cc/runtime/transport/tcp"
 )
 
 // p2pChannel is the channel id of point-to-point connections, apart from
@@ -16,15 +16,41 @@ import (
 // interleave with a collective on the same stream.
 const p2pChannel = 1 << 16
 
-// channel holds one channel's connections, opened on first use (ring
-// channels open theirs at Init). It implements engine.Conns.
+// channel holds one channel's connections, one per (peer, protocol),
+// opened on first use (the ring channels open their Simple ones at Init).
 type channel struct {
 	c    *Comm
 	id   int
 	mu   sync.Mutex
-	send map[int]*lazy[*tcp.SendConn]
-	recv map[int]*lazy[*tcp.RecvConn]
+	send map[connKey]*lazy[sender]
+	recv map[connKey]*lazy[receiver]
 }
+
+type connKey struct {
+	peer  int
+	proto protocols.Proto
+}
+
+// sender and receiver are connections of either transport. TCP ones fail
+// one by one (failer); shared-memory ones fail with their segment.
+type (
+	sender   = engine.SendConn
+	receiver = engine.RecvConn
+	failer   interface{ Fail(error) }
+	closer   interface{ SetClosing() }
+)
+
+// conns is the engine's view of one channel for one protocol.
+type conns struct {
+	ch    *channel
+	proto protocols.Proto
+}
+
+func (v conns) SendTo(peer int) (engine.SendConn, error)   { return v.ch.sendTo(peer, v.proto) }
+func (v conns) RecvFrom(peer int) (engine.RecvConn, error) { return v.ch.recvFrom(peer, v.proto) }
+
+// with returns the channel's connections for protocol p.
+func (ch *channel) with(p protocols.Proto) conns { return conns{ch: ch, proto: p} }
 
 // lazy is a connection opened once by its first user; others wait on ready.
 type lazy[T any] struct {
@@ -33,15 +59,15 @@ type lazy[T any] struct {
 	err   error
 }
 
-// get returns the lazy value for peer in m, opening it with open if this
+// get returns the lazy value for k in m, opening it with open if this
 // caller is the first.
-func get[T any](mu *sync.Mutex, m map[int]*lazy[T], peer int, open func() (T, error)) (T, error) {
+func get[T any](mu *sync.Mutex, m map[connKey]*lazy[T], k connKey, open func() (T, error)) (T, error) {
 	mu.Lock()
-	l := m[peer]
+	l := m[k]
 	first := l == nil
 	if first {
 		l = &lazy[T]{ready: make(chan struct{})}
-		m[peer] = l
+		m[k] = l
 	}
 	mu.Unlock()
 	if first {
@@ -65,7 +91,7 @@ func (l *lazy[T]) opened() (T, bool) {
 }
 
 func newChannel(c *Comm, id int) *channel {
-	return &channel{c: c, id: id, send: map[int]*lazy[*tcp.SendConn]{}, recv: map[int]*lazy[*tcp.RecvConn]{}}
+	return &channel{c: c, id: id, send: map[connKey]*lazy[sender]{}, recv: map[connKey]*lazy[receiver]{}}
 }
 
 func (ch *channel) name() string {
@@ -75,45 +101,67 @@ func (ch *channel) name() string {
 	return fmt.Sprintf("channel %d", ch.id)
 }
 
-// SendTo implements engine.Conns: the connection to peer, dialled once.
-func (ch *channel) SendTo(peer int) (engine.SendConn, error) {
+// sendTo is the protocol-p connection to peer, opened once: shared memory
+// when peer is on this host, TCP otherwise.
+func (ch *channel) sendTo(peer int, p protocols.Proto) (sender, error) {
 	c := ch.c
-	v, err := get(&ch.mu, ch.send, peer, func() (*tcp.SendConn, error) {
-		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, ch.id, c.stepBytes)
-		if err == nil {
-			c.infof(param.SubsysNet, "%s: rank %d -> rank %d via TCP %s", ch.name(), c.rank, peer, c.peers[peer].Addr)
+	return get(&ch.mu, ch.send, connKey{peer, p}, func() (sender, error) {
+		if lp, ok := c.local(peer); ok {
+			sc, err := c.seg.Send(c.shmChannel(ch.id), c.localRank, lp, p)
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: shared memory to rank %d: %w", c.rank, peer, err)
+			}
+			c.infof(param.SubsysSHM, "%s: rank %d -> rank %d via SHM %s, protocol %s", ch.name(), c.rank, peer, c.seg.Name(), p)
+			return sc, nil
 		}
-		return sc, err
+		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, ch.id, p, c.wireStep(p))
+		if err != nil {
+			return nil, err
+		}
+		c.infof(param.SubsysNet, "%s: rank %d -> rank %d via TCP %s, protocol %s", ch.name(), c.rank, peer, c.peers[peer].Addr, p)
+		return sc, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
-// RecvFrom implements engine.Conns: the connection from peer, accepted once.
-func (ch *channel) RecvFrom(peer int) (engine.RecvConn, error) {
+// recvFrom is the protocol-p connection from peer, accepted once.
+func (ch *channel) recvFrom(peer int, p protocols.Proto) (receiver, error) {
 	c := ch.c
-	v, err := get(&ch.mu, ch.recv, peer, func() (*tcp.RecvConn, error) {
-		return c.tr.Accept(c.ctx, peer, ch.id, c.stepBytes)
+	return get(&ch.mu, ch.recv, connKey{peer, p}, func() (receiver, error) {
+		if lp, ok := c.local(peer); ok {
+			rc, err := c.seg.Recv(c.shmChannel(ch.id), lp, c.localRank, p)
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: shared memory from rank %d: %w", c.rank, peer, err)
+			}
+			return rc, nil
+		}
+		rc, err := c.tr.Accept(c.ctx, peer, ch.id, p, c.wireStep(p))
+		if err != nil {
+			return nil, err
+		}
+		return rc, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 // fail makes every open connection of the channel return cause.
 func (ch *channel) fail(cause error) {
-	ch.each(func(s *tcp.SendConn) { s.Fail(cause) }, func(r *tcp.RecvConn) { r.Fail(cause) })
+	fail := func(x any) {
+		if f, ok := x.(failer); ok {
+			f.Fail(cause)
+		}
+	}
+	ch.each(func(s sender) { fail(s) }, func(r receiver) { fail(r) })
 }
 
 // setClosing tells the receivers that peers closing from now on is normal.
 func (ch *channel) setClosing() {
-	ch.each(func(*tcp.SendConn) {}, func(r *tcp.RecvConn) { r.SetClosing() })
+	ch.each(func(sender) {}, func(r receiver) {
+		if c, ok := r.(closer); ok {
+			c.SetClosing()
+		}
+	})
 }
 
-func (ch *channel) each(fs func(*tcp.SendConn), fr func(*tcp.RecvConn)) {
+func (ch *channel) each(fs func(sender), fr func(receiver)) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	// A connection still being opened fails through the comm's context.
@@ -138,8 +186,8 @@ func (c *Comm) connectRings(ctx context.Context) error {
 	next, prev := algos.RingNext(c.rank, c.nranks), algos.RingPrev(c.rank, c.nranks)
 	errs := make(chan error, 2*len(c.channels))
 	for _, ch := range c.channels {
-		go func(ch *channel) { _, err := ch.SendTo(next); errs <- err }(ch)
-		go func(ch *channel) { _, err := ch.RecvFrom(prev); errs <- err }(ch)
+		go func(ch *channel) { _, err := ch.sendTo(next, protocols.Simple); errs <- err }(ch)
+		go func(ch *channel) { _, err := ch.recvFrom(prev, protocols.Simple); errs <- err }(ch)
 	}
 	var first error
 	for i := 0; i < 2*len(c.channels); i++ {
@@ -175,4 +223,23 @@ func newWorker() *worker {
 func (w *worker) stop() {
 	close(w.jobs)
 	<-w.done
+}
+
+// local returns peer's index among this host's ranks, when the two talk
+// through shared memory.
+func (c *Comm) local(peer int) (int, bool) {
+	if c.seg == nil {
+		return 0, false
+	}
+	i, ok := c.localIndex[peer]
+	return i, ok
+}
+
+// shmChannel maps a channel id to the segment's connection set: ring
+// channels first, then point-to-point.
+func (c *Comm) shmChannel(id int) int {
+	if id == p2pChannel {
+		return c.nchannels
+	}
+	return id
 }

@@ -7,18 +7,74 @@ import (
 	"unsafe"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
-// Steps per chunk and per slice of each collective, NCCL's collectives.h.
+// Steps per chunk and per slice of each collective, NCCL's collectives.h;
+// LL and LL128 use one step per chunk and slice (NCCL's calcCollChunking).
 const (
-	ringChunkSteps = engine.NSteps / 2 // all-reduce, reduce-scatter, all-gather
+	ringChunkSteps = engine.NSteps / 2 // Simple all-reduce, reduce-scatter, all-gather
 	ringSliceSteps = engine.NSteps / 4
-	pipeChunkSteps = 1 // broadcast, reduce, point-to-point
+	pipeChunkSteps = 1 // broadcast, reduce, point-to-point, and every LL/LL128 transfer
 	pipeSliceSteps = 1
 )
+
+// wireStep is the bytes of one FIFO slot of protocol p (its buffer / 8).
+func (c *Comm) wireStep(p protocols.Proto) int {
+	switch p {
+	case protocols.LL:
+		return c.p.LLBuffSize / engine.NSteps
+	case protocols.LL128:
+		return c.p.LL128BuffSize / engine.NSteps
+	}
+	return c.p.BuffSize / engine.NSteps
+}
+
+// payloadStep is the payload one FIFO slot of protocol p carries.
+func (c *Comm) payloadStep(p protocols.Proto) int { return p.Payload(c.wireStep(p)) }
+
+// Protocol thresholds until the tuner exists (seed 000's table): LL below
+// 8 KiB, LL128 up to 1 MiB, Simple above.
+const (
+	llMaxBytes    = 8 << 10
+	ll128MaxBytes = 1 << 20
+)
+
+// protoFor picks the protocol of a collective of nbytes: the size class's
+// preference, then the others, skipping what NCCL_PROTO forbids.
+func (c *Comm) protoFor(kind collKind, nbytes int64) (protocols.Proto, string) {
+	order := []protocols.Proto{protocols.Simple, protocols.LL128, protocols.LL}
+	why := "above 1 MiB"
+	switch {
+	case nbytes < llMaxBytes:
+		order, why = []protocols.Proto{protocols.LL, protocols.LL128, protocols.Simple}, "below 8 KiB"
+	case nbytes <= ll128MaxBytes:
+		order, why = []protocols.Proto{protocols.LL128, protocols.Simple, protocols.LL}, "8 KiB to 1 MiB"
+	}
+	allowed := c.p.Proto.For(kind.fn())
+	for i, p := range order {
+		if allowed.Has(paramProto(p)) {
+			if i > 0 {
+				why += fmt.Sprintf(", NCCL_PROTO=%q", c.p.Proto.Raw)
+			}
+			return p, why
+		}
+	}
+	return protocols.Simple, "unreachable: checkImplemented guarantees a protocol"
+}
+
+func paramProto(p protocols.Proto) param.Proto {
+	switch p {
+	case protocols.LL:
+		return param.ProtoLL
+	case protocols.LL128:
+		return param.ProtoLL128
+	}
+	return param.ProtoSimple
+}
 
 // minChannelBytes is the least work per channel before the communicator
 // spreads a collective over another channel (when the channel count is not
@@ -66,6 +122,8 @@ type coll struct {
 	inPlace  bool
 	nbytes   int64 // bytes the collective is sized by (NCCL's nBytes)
 	channels int
+	proto    protocols.Proto
+	why      string // why proto
 }
 
 // AllReduce reduces count elements of every rank's send buffer with op and
@@ -163,6 +221,7 @@ func (c *Comm) validate(kind collKind, send, recv []byte, count int, dt reduce.D
 		return nil, errors.New("sendbuff and recvbuff overlap but are not in place (for AllGather send must be recv's block rank, for ReduceScatter recv must be send's block rank)")
 	}
 	k.channels = c.channelsFor(k.nbytes)
+	k.proto, k.why = c.protoFor(kind, k.nbytes)
 	return k, nil
 }
 
@@ -228,11 +287,12 @@ func (c *Comm) channelsFor(nbytes int64) int {
 func (c *Comm) tasks(k *coll) []*engine.Task {
 	esize := int64(k.dt.Size())
 	chunkSteps, sliceSteps := ringChunkSteps, ringSliceSteps
-	if k.kind == collBroadcast || k.kind == collReduce {
+	if k.kind == collBroadcast || k.kind == collReduce || k.proto != protocols.Simple {
 		chunkSteps, sliceSteps = pipeChunkSteps, pipeSliceSteps
 	}
+	step := c.payloadStep(k.proto)
 	align := max(1, 16/esize)
-	chunk := int64(c.stepBytes*chunkSteps) / esize / align * align
+	chunk := int64(step*chunkSteps) / esize / align * align
 	ts := make([]*engine.Task, k.channels)
 	for ch := range ts {
 		off, n := partition(k.count, k.channels, align, ch)
@@ -251,7 +311,7 @@ func (c *Comm) tasks(k *coll) []*engine.Task {
 			ops = algos.RingReduce(c.rank, c.nranks, k.root, p)
 		}
 		ts[ch] = &engine.Task{Ops: ops, In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn,
-			StepBytes: c.stepBytes, ChunkSteps: chunkSteps, SliceSteps: sliceSteps,
+			StepBytes: step, ChunkSteps: chunkSteps, SliceSteps: sliceSteps,
 			Stable: !k.inPlace} // ring schedules write each output element once
 	}
 	return ts
@@ -272,20 +332,24 @@ func (c *Comm) runColls(ks []*coll) error {
 	if len(ks) == 0 {
 		return nil
 	}
+	type job struct {
+		t *engine.Task
+		p protocols.Proto
+	}
 	nc := 0
-	perChannel := make([][]*engine.Task, c.nchannels)
+	perChannel := make([][]job, c.nchannels)
 	for _, k := range ks {
 		c.logColl(k)
 		for ch, t := range c.tasks(k) {
-			perChannel[ch] = append(perChannel[ch], t)
+			perChannel[ch] = append(perChannel[ch], job{t, k.proto})
 		}
 		nc = max(nc, k.channels)
 	}
 	errs := make([]error, nc)
 	done := make(chan struct{}, nc)
 	run := func(ch int) {
-		for _, t := range perChannel[ch] {
-			if err := engine.Run(t, c.channels[ch]); err != nil {
+		for _, j := range perChannel[ch] {
+			if err := engine.Run(j.t, c.channels[ch].with(j.p)); err != nil {
 				errs[ch] = err
 				c.fail(fmt.Errorf("rank %d: %s: %w", c.rank, c.channels[ch].name(), err))
 				break
@@ -317,6 +381,6 @@ func (c *Comm) logColl(k *coll) {
 	if c.p.MinChannels > 0 {
 		why = "NCCL_MIN_NCHANNELS/NCCL_NCHANNELS"
 	}
-	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo Ring proto Simple channels %d (%s; ring and simple are the only ones implemented)",
-		k.kind, k.nbytes, k.dt, k.channels, why)
+	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo Ring proto %s (%s) channels %d (%s; ring is the only algorithm implemented)",
+		k.kind, k.nbytes, k.dt, k.proto, k.why, k.channels, why)
 }

@@ -33,11 +33,12 @@ import (
 	"time"
 
 	"github.com/seed-760dd1f1/cc/hw"
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"github.com/seed-760dd1f1/cc/runtime/debuglog"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
+	"github.com/seed-760dd1f1/cc/runtime/transport/shm"
 	"github.com/seed-760dd1f1/cc/runtime/transport/tcp"
 	"github.com/seed-760dd1f1/cc/runtime/wire"
 )
@@ -65,9 +66,11 @@ type Comm struct {
 	rootDone     chan struct{}
 	tr           *tcp.Transport
 	peers        []bootstrap.RankInfo
+	seg          *shm.Segment // this host's shared memory; nil when no other rank is local
+	localIndex   map[int]int  // rank -> index among the ranks of this host
+	localRank    int
 
 	nchannels int
-	stepBytes int // Simple protocol: NCCL_BUFFSIZE / NCCL_STEPS
 	channels  []*channel
 	p2p       *channel
 	workers   []*worker
@@ -157,11 +160,15 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	id, err := hw.HostIdentity(hw.Root())
-	if err != nil {
-		return err
+	hostID := p.HostID
+	if hostID == "" {
+		id, err := hw.HostIdentity(hw.Root())
+		if err != nil {
+			return err
+		}
+		hostID = id.String()
 	}
-	me := bootstrap.RankInfo{Rank: c.rank, Addr: c.tr.Addr(), HostID: id.String(), Host: c.host, Pid: os.Getpid()}
+	me := bootstrap.RankInfo{Rank: c.rank, Addr: c.tr.Addr(), HostID: hostID, Host: c.host, Pid: os.Getpid()}
 	c.boot, err = bootstrap.Join(ctx, rootAddr, o.Job, me, o.NRanks, p.SocketRetryCnt, p.SocketRetrySleep)
 	if err != nil {
 		return err
@@ -176,7 +183,9 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		cores = 1
 	}
 	c.nchannels = channelCount(p, cores)
-	c.stepBytes = p.BuffSize / engine.NSteps
+	if err := c.openSHM(ctx, o.Job, cores); err != nil {
+		return err
+	}
 	c.p2p = newChannel(c, p2pChannel)
 	for i := 0; i < c.nchannels; i++ {
 		c.channels = append(c.channels, newChannel(c, i))
@@ -189,6 +198,49 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	}
 	c.infof(param.SubsysInit, "comm rank %d nranks %d host %s: %d channels, buffsize %d, %d sockets per connection, listening on %s - Init COMPLETE",
 		c.rank, c.nranks, c.host, c.nchannels, p.BuffSize, p.SocketNThreads*p.NSocksPerThread, c.tr.Addr())
+	return nil
+}
+
+// shmDir is where shared-memory segments live.
+const shmDir = "/dev/shm"
+
+// openSHM groups the ranks of this host (same host identity) and opens the
+// host's segment. Every rank calls shm.Open, which calls the bootstrap
+// barrier exactly twice, so hosts with one rank and NCCL_SHM_DISABLE=1 stay
+// in step with the others.
+func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
+	mine := c.peers[c.rank].HostID
+	c.localIndex = map[int]int{}
+	for _, pi := range c.peers {
+		if pi.HostID == mine {
+			c.localIndex[pi.Rank] = len(c.localIndex)
+		}
+	}
+	c.localRank = c.localIndex[c.rank]
+	n := len(c.localIndex)
+	if c.p.SHMDisable {
+		n = 1
+	}
+	// The segment is per job and host identity: with CC_HOST_ID, several
+	// "hosts" of one machine get one each.
+	o := shm.Options{Dir: shmDir, JobID: job.ID, Host: mine, LocalRank: c.localRank, LocalNRanks: n,
+		Channels: c.nchannels + 1, Spin: c.p.SHMSpin, Cores: cores, Barrier: c.boot.Barrier, Logf: c.warnf}
+	if n == 1 {
+		o.LocalRank = 0
+	}
+	o.BuffSize[protocols.Simple] = c.p.BuffSize
+	o.BuffSize[protocols.LL] = c.p.LLBuffSize
+	o.BuffSize[protocols.LL128] = c.p.LL128BuffSize
+	seg, err := shm.Open(ctx, o)
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		seg.Close()
+		return nil
+	}
+	c.seg = seg
+	c.infof(param.SubsysSHM, "rank %d is local rank %d of %d on %s: shared memory %s", c.rank, c.localRank, n, c.host, seg.Name())
 	return nil
 }
 
@@ -311,6 +363,9 @@ func (c *Comm) abortLocal(cause error) bool {
 	for _, ch := range c.allChannels() {
 		ch.fail(cause)
 	}
+	if c.seg != nil {
+		c.seg.Fail(cause)
+	}
 	return true
 }
 
@@ -357,6 +412,10 @@ func (c *Comm) teardown() {
 	}
 	if c.tr != nil {
 		c.tr.Close()
+	}
+	if c.seg != nil {
+		c.seg.Fail(errors.New("communicator closed"))
+		c.seg.Close()
 	}
 	if c.boot != nil {
 		c.boot.Close()

@@ -209,6 +209,53 @@ func collCases() []collCase {
 	}
 }
 
+// caseBuffers makes rank r's send and recv buffers for a case; in place,
+// send lies inside recv (or recv inside send for ReduceScatter).
+func caseBuffers(cc collCase, r, n, count int, inPlace bool) (send, recv []byte) {
+	ns, nr := cc.sizes(count, n)
+	recv = i32s(nr, func(int) int32 { return sentinel })
+	switch {
+	case inPlace && cc.name == "ReduceScatter":
+		send = i32s(ns, func(i int) int32 { return input(r, i) })
+		recv = send[4*r*count : 4*(r+1)*count]
+	case inPlace:
+		off, _ := cc.inPlace(r, count)
+		for i := 0; i < ns; i++ {
+			binary.LittleEndian.PutUint32(recv[4*(off+i):], uint32(input(r, i)))
+		}
+		send = recv[4*off : 4*(off+ns)]
+	default:
+		send = i32s(ns, func(i int) int32 { return input(r, i) })
+	}
+	return send, recv
+}
+
+// checkCase checks every element of rank r's recv buffer.
+func checkCase(cc collCase, r, n, count int, inPlace bool, recv []byte) error {
+	_, nr := cc.sizes(count, n)
+	bad, first := 0, ""
+	for i := 0; i < nr; i++ {
+		want, ok := cc.want(r, n, count, i)
+		got := getI32(recv, i)
+		if !ok {
+			if inPlace {
+				continue // in place, recv holds the input
+			}
+			want = sentinel
+		}
+		if got != want {
+			if bad == 0 {
+				first = fmt.Sprintf("elem %d = %d, want %d", i, got, want)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%s count %d inPlace %v: rank %d has %d wrong elements, first: %s", cc.name, count, inPlace, r, bad, first)
+	}
+	return nil
+}
+
 // runCase runs one collective on every rank and checks every element.
 func runCase(t *testing.T, cs []*Comm, cc collCase, count int, inPlace bool) {
 	t.Helper()
@@ -216,47 +263,14 @@ func runCase(t *testing.T, cs []*Comm, cc collCase, count int, inPlace bool) {
 	sends := make([][]byte, n)
 	recvs := make([][]byte, n)
 	for r := 0; r < n; r++ {
-		ns, nr := cc.sizes(count, n)
-		recvs[r] = i32s(nr, func(int) int32 { return sentinel })
-		if inPlace && cc.name == "ReduceScatter" {
-			sends[r] = i32s(ns, func(i int) int32 { return input(r, i) })
-			recvs[r] = sends[r][4*r*count : 4*(r+1)*count]
-			continue
-		}
-		if inPlace {
-			off, _ := cc.inPlace(r, count)
-			for i := 0; i < ns; i++ {
-				binary.LittleEndian.PutUint32(recvs[r][4*(off+i):], uint32(input(r, i)))
-			}
-			sends[r] = recvs[r][4*off : 4*(off+ns)]
-			continue
-		}
-		sends[r] = i32s(ns, func(i int) int32 { return input(r, i) })
+		sends[r], recvs[r] = caseBuffers(cc, r, n, count, inPlace)
 	}
 	mustEach(t, cs, cc.name, func(c *Comm) error {
 		return cc.run(c, sends[c.Rank()], recvs[c.Rank()], count)
 	})
 	for r := 0; r < n; r++ {
-		_, nr := cc.sizes(count, n)
-		bad := 0
-		for i := 0; i < nr; i++ {
-			want, ok := cc.want(r, n, count, i)
-			got := getI32(recvs[r], i)
-			if !ok {
-				if inPlace {
-					continue // in place, recv holds the input
-				}
-				want = sentinel
-			}
-			if got != want {
-				if bad < 5 {
-					t.Errorf("%s count %d inPlace %v: rank %d elem %d = %d, want %d", cc.name, count, inPlace, r, i, got, want)
-				}
-				bad++
-			}
-		}
-		if bad > 0 {
-			t.Fatalf("%s count %d: rank %d has %d wrong elements", cc.name, count, r, bad)
+		if err := checkCase(cc, r, n, count, inPlace, recvs[r]); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -266,13 +280,20 @@ func runCase(t *testing.T, cs []*Comm, cc collCase, count int, inPlace bool) {
 // counts {0, 1, nranks-1, a prime, one above a chunk boundary}, over real
 // loopback sockets. A small NCCL_BUFFSIZE makes chunks small so that
 // pipelining, multiple loops and slices are exercised at small counts.
-func TestCollectivesOverTCP(t *testing.T) {
+func TestCollectivesOverTCP(t *testing.T) { collectiveMatrix(t, "1") }
+
+// TestCollectivesOverSHM is the same matrix with the ranks (goroutines of
+// one process, so one host) talking through shared memory.
+func TestCollectivesOverSHM(t *testing.T) { collectiveMatrix(t, "0") }
+
+func collectiveMatrix(t *testing.T, shmDisable string) {
 	const buffSize = 8 * 512 // step 512 B, chunk 2 KiB = 512 int32
 	const chunkElems = 512
 	for _, n := range []int{1, 2, 3, 4, 5, 8} {
 		for _, nc := range []int{1, 2, 4} {
 			t.Run(fmt.Sprintf("n%d/ch%d", n, nc), func(t *testing.T) {
-				p := testParams(t, map[string]string{"NCCL_NCHANNELS": strconv.Itoa(nc), "NCCL_BUFFSIZE": strconv.Itoa(buffSize)})
+				p := testParams(t, map[string]string{"NCCL_NCHANNELS": strconv.Itoa(nc), "NCCL_BUFFSIZE": strconv.Itoa(buffSize),
+					"NCCL_LL_BUFFSIZE": strconv.Itoa(buffSize), "NCCL_LL128_BUFFSIZE": strconv.Itoa(2 * buffSize), "NCCL_SHM_DISABLE": shmDisable})
 				cs := withComms(t, n, p)
 				counts := []int{0, 1, n - 1, 1009, nc*n*chunkElems + 1}
 				for _, cc := range collCases() {
@@ -293,7 +314,7 @@ func TestLargeAllReduce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large transfer skipped in -short mode")
 	}
-	cs := withComms(t, 2, testParams(t, nil))
+	cs := withComms(t, 2, testParams(t, map[string]string{"NCCL_SHM_DISABLE": "1"}))
 	const count = 17<<20 + 3 // 68 MiB of int32
 	cc := collCases()[0]
 	runCase(t, cs, cc, count, false)
@@ -324,6 +345,34 @@ func TestGroupBatchesCollectives(t *testing.T) {
 					t.Fatalf("rank %d op %d elem %d = %d, want %d", r, j, i, got, want)
 				}
 			}
+		}
+	}
+}
+
+// TestProtocolsOverTCP runs every collective with each protocol forced
+// through NCCL_PROTO, in and out of place, with small buffers so that
+// counts span many steps.
+func TestProtocolsOverTCP(t *testing.T) { protocolMatrix(t, "1") }
+
+// TestProtocolsOverSHM forces each protocol over shared memory.
+func TestProtocolsOverSHM(t *testing.T) { protocolMatrix(t, "0") }
+
+func protocolMatrix(t *testing.T, shmDisable string) {
+	for _, proto := range []string{"LL", "LL128", "Simple"} {
+		for _, n := range []int{2, 3, 5} {
+			t.Run(fmt.Sprintf("%s/n%d", proto, n), func(t *testing.T) {
+				p := testParams(t, map[string]string{"NCCL_PROTO": proto, "NCCL_NCHANNELS": "2", "NCCL_SHM_DISABLE": shmDisable,
+					"NCCL_BUFFSIZE": "8192", "NCCL_LL_BUFFSIZE": "8192", "NCCL_LL128_BUFFSIZE": "8192"})
+				cs := withComms(t, n, p)
+				for _, cc := range collCases() {
+					for _, count := range []int{1, n + 1, 1009, 5000} {
+						runCase(t, cs, cc, count, false)
+						if cc.inPlace != nil || cc.name == "ReduceScatter" {
+							runCase(t, cs, cc, count, true)
+						}
+					}
+				}
+			})
 		}
 	}
 }

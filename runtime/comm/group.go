@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
@@ -169,7 +170,8 @@ func (c *Comm) runP2P(ops []p2p) error {
 		go func(i int, lane []p2p) {
 			defer wg.Done()
 			for _, op := range lane {
-				if err := engine.Run(c.p2pTask(op), c.p2p); err != nil {
+				t, p := c.p2pTask(op)
+				if err := engine.Run(t, c.p2p.with(p)); err != nil {
 					errs[i] = err
 					c.fail(fmt.Errorf("rank %d: p2p: %w", c.rank, err))
 					return
@@ -184,9 +186,14 @@ func (c *Comm) runP2P(ops []p2p) error {
 	return nil
 }
 
-func (c *Comm) p2pTask(op p2p) *engine.Task {
+// p2pTask is one Send or Recv as an engine task. Point-to-point always
+// uses Simple: if each side chose by its own byte count (NCCL's
+// NCCL_P2P_LL_THRESHOLD), a Send and Recv of different sizes would wait on
+// different connections and hang instead of failing with a size error.
+func (c *Comm) p2pTask(op p2p) (*engine.Task, protocols.Proto) {
+	p := protocols.Simple
 	o := algos.Op{RecvFrom: algos.NoPeer, SendTo: algos.NoPeer, Count: op.count}
-	t := &engine.Task{Type: op.dt, StepBytes: c.stepBytes, ChunkSteps: pipeChunkSteps, SliceSteps: pipeSliceSteps, Stable: true}
+	t := &engine.Task{Type: op.dt, StepBytes: c.payloadStep(p), ChunkSteps: pipeChunkSteps, SliceSteps: pipeSliceSteps, Stable: true}
 	if op.send {
 		o.SendTo, o.Src = op.peer, algos.Input
 		t.In = op.buf
@@ -195,7 +202,7 @@ func (c *Comm) p2pTask(op p2p) *engine.Task {
 		t.Out = op.buf
 	}
 	t.Ops = []algos.Op{o}
-	return t
+	return t, p
 }
 
 // firstCustomOp is the first op id CreatePreMulSum hands out, like NCCL's
@@ -270,7 +277,7 @@ func opNames() string {
 // implemented are the algorithms and protocols this runtime has today.
 var (
 	implementedAlgos  = []param.Algo{param.AlgoRing}
-	implementedProtos = []param.Proto{param.ProtoSimple}
+	implementedProtos = []param.Proto{param.ProtoLL, param.ProtoLL128, param.ProtoSimple}
 )
 
 // checkImplemented turns an NCCL_ALGO or NCCL_PROTO that leaves a
@@ -292,7 +299,7 @@ func checkImplemented(p *param.Params) error {
 			ok = ok || protos.Has(pr)
 		}
 		if !ok {
-			errs = append(errs, fmt.Errorf("NCCL_PROTO=%q leaves %s no implemented protocol (allows %s; implemented: simple)", p.Proto.Raw, f, protos))
+			errs = append(errs, fmt.Errorf("NCCL_PROTO=%q leaves %s no implemented protocol (allows %s; implemented: ll, ll128, simple)", p.Proto.Raw, f, protos))
 		}
 	}
 	return errors.Join(errs...)

@@ -56,6 +56,23 @@ func childMain() int {
 			return 5
 		}
 		return 0
+	case "matrix":
+		if err := childMatrix(c); err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			return 3
+		}
+		fmt.Println("ok")
+		if err := c.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "close:", err)
+			return 5
+		}
+		return 0
+	case "shmbench":
+		if err := shmBenchChild(c); err != nil {
+			fmt.Fprintln(os.Stderr, "shmbench:", err)
+			return 3
+		}
+		return 0
 	case "bench":
 		if err := benchChild(c); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -88,7 +105,7 @@ func (p *rankProc) line() string { return <-p.lines }
 
 // startRanks hosts a bootstrap root in the test and starts n ranks as
 // processes of this test binary.
-func startRanks(t testing.TB, n int, mode string) []*rankProc {
+func startRanks(t testing.TB, n int, mode string, env ...func(rank int) []string) []*rankProc {
 	t.Helper()
 	job, err := NewJob()
 	if err != nil {
@@ -120,6 +137,9 @@ func startRanks(t testing.TB, n int, mode string) []*rankProc {
 			"CC_RANK="+strconv.Itoa(r), "CC_NRANKS="+strconv.Itoa(n),
 			"CC_ROOT_ADDR="+root.Addr(), "CC_JOB_ID="+job.ID, "CC_JOB_SECRET="+string(job.Secret),
 			"NCCL_BUFFSIZE="+buffSizeFor(mode))
+		for _, e := range env {
+			cmd.Env = append(cmd.Env, e(r)...)
+		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -159,10 +179,63 @@ func (w *syncWriter) String() string {
 	return w.b.String()
 }
 
-// TestRanksAsProcesses runs a 3-rank all-reduce with every rank its own OS
-// process, joined through the CC_* variables ccrun exports.
+// transports run the process tests over TCP only, shared memory only, and a
+// mix: two host identities (CC_HOST_ID) of two ranks each, so ranks 0-1
+// and 2-3 use shared memory and the ring's other links TCP.
+var transports = []struct {
+	name string
+	env  func(rank int) []string
+}{
+	{"tcp", func(int) []string { return []string{"NCCL_SHM_DISABLE=1"} }},
+	{"shm", func(int) []string { return []string{"NCCL_SHM_DISABLE=0"} }},
+	{"mixed", func(r int) []string {
+		return []string{"NCCL_SHM_DISABLE=0", fmt.Sprintf("CC_HOST_ID=test-host-%d", r/2)}
+	}},
+}
+
+// TestRanksAsProcesses runs every collective with every rank its own OS
+// process, joined through the CC_* variables ccrun exports, over each
+// transport, with counts in all three protocols' size classes.
 func TestRanksAsProcesses(t *testing.T) {
-	procs := startRanks(t, 3, "allreduce")
+	for _, tr := range transports {
+		for _, n := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
+				before := shmFiles(t)
+				waitOK(t, startRanks(t, n, "matrix", tr.env))
+				if after := shmFiles(t); after != before {
+					t.Errorf("/dev/shm changed: before %q, after %q", before, after)
+				}
+			})
+		}
+	}
+}
+
+// TestEightRanksSHM: 8 processes on this 2-core machine complete over
+// shared memory without livelock (a hang guard, not a time bound).
+func TestEightRanksSHM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("8 processes skipped in -short mode")
+	}
+	waitOK(t, startRanks(t, 8, "matrix", transports[1].env))
+}
+
+// shmFiles lists our segments in /dev/shm.
+func shmFiles(t testing.TB) string {
+	ents, err := os.ReadDir(shmDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "cc") {
+			names = append(names, e.Name())
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+func waitOK(t *testing.T, procs []*rankProc) {
+	t.Helper()
 	for r, p := range procs {
 		var err error
 		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d process", r), func() { err = <-p.done; p.done <- err })
@@ -177,10 +250,16 @@ func TestRanksAsProcesses(t *testing.T) {
 
 // TestKilledPeer kills one rank with SIGKILL in the middle of a stream of
 // all-reduces: every other rank's call must fail with an error naming the
-// dead rank, and exit (hang guard, not a speed bound).
+// dead rank, and exit (hang guard, not a speed bound); over each transport.
 func TestKilledPeer(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { killPeer(t, tr.env) })
+	}
+}
+
+func killPeer(t *testing.T, env func(int) []string) {
 	const n, victim = 4, 2
-	procs := startRanks(t, n, "forever")
+	procs := startRanks(t, n, "forever", env)
 	for r, p := range procs {
 		l := ""
 		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d start", r), func() { l = p.line() })
@@ -210,11 +289,34 @@ func TestKilledPeer(t *testing.T) {
 // buffSizeFor keeps the failure tests' FIFOs small (more steps, more
 // chances to be mid-transfer) and the benchmark on the default.
 func buffSizeFor(mode string) string {
-	if mode == "bench" {
+	if mode == "bench" || mode == "shmbench" {
 		if v := os.Getenv("NCCL_BUFFSIZE"); v != "" {
 			return v
 		}
 		return "4194304"
 	}
 	return "65536"
+}
+
+// childMatrix runs every collective case in and out of place at counts in
+// the LL, LL128 and Simple size classes, checking every element.
+func childMatrix(c *Comm) error {
+	n, r := c.NRanks(), c.Rank()
+	for _, cc := range collCases() {
+		for _, count := range []int{1, 1000, 20000, 300000} {
+			for _, inPlace := range []bool{false, true} {
+				if inPlace && cc.inPlace == nil && cc.name != "ReduceScatter" {
+					continue
+				}
+				send, recv := caseBuffers(cc, r, n, count, inPlace)
+				if err := cc.run(c, send, recv, count); err != nil {
+					return fmt.Errorf("%s count %d: %w", cc.name, count, err)
+				}
+				if err := checkCase(cc, r, n, count, inPlace, recv); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -58,6 +58,15 @@ type Params struct {
 	// means stderr.
 	DebugFile string
 
+	// SHMDisable is NCCL_SHM_DISABLE.
+	SHMDisable bool
+	// SHMSpin is CC_SHM_SPIN_US: how long a shared-memory wait spins before
+	// it sleeps on a futex.
+	SHMSpin time.Duration
+	// HostID is CC_HOST_ID: the host identity that groups ranks for shared
+	// memory; "" means hostname + boot id.
+	HostID string
+
 	// channel knobs as read, resolved into MinChannels/MaxChannels by
 	// checkChannels; 0 means unset.
 	minNChannels, maxNChannels, minNRings, maxNRings, nChannels int

@@ -105,6 +105,11 @@ func TestLoadGood(t *testing.T) {
 		{[]string{"NCCL_DEBUG_SUBSYS=^init"}, func(p *Params) any { return p.DebugSubsys }, SubsysAll &^ SubsysInit},
 		{[]string{"NCCL_DEBUG_SUBSYS=TUNING,coll"}, func(p *Params) any { return p.DebugSubsys }, SubsysTuning | SubsysColl},
 		{[]string{"NCCL_DEBUG_FILE=/tmp/nccl.%h.%p"}, func(p *Params) any { return p.DebugFile }, "/tmp/nccl.%h.%p"},
+		{[]string{"NCCL_SHM_DISABLE=1"}, func(p *Params) any { return p.SHMDisable }, true},
+		{[]string{"NCCL_SHM_DISABLE=0"}, func(p *Params) any { return p.SHMDisable }, false},
+		{[]string{"CC_SHM_SPIN_US=0"}, func(p *Params) any { return p.SHMSpin }, time.Duration(0)},
+		{[]string{"CC_SHM_SPIN_US=100000"}, func(p *Params) any { return p.SHMSpin }, 100 * time.Millisecond},
+		{[]string{"CC_HOST_ID=rack3-node7"}, func(p *Params) any { return p.HostID }, "rack3-node7"},
 		// The empty string counts as unset, as in NCCL.
 		{[]string{"NCCL_BUFFSIZE="}, func(p *Params) any { return p.BuffSize }, 4194304},
 		{[]string{"NCCL_ALGO="}, func(p *Params) any { return p.Algo.Set }, false},
@@ -167,6 +172,10 @@ func TestLoadBad(t *testing.T) {
 		{"NCCL_DEBUG=NONE", "allowed: VERSION"},
 		{"NCCL_DEBUG_SUBSYS=INIT,FOO", `unknown subsystem "FOO"`},
 		{"NCCL_DEBUG_SUBSYS=^", "no subsystem named"},
+		{"NCCL_SHM_DISABLE=true", "want 0 or 1"},
+		{"NCCL_SHM_DISABLE=2", "want 0 or 1"},
+		{"CC_SHM_SPIN_US=100001", "0..100000"},
+		{"CC_HOST_ID=two words", "without spaces"},
 	}
 	for _, tt := range tests {
 		name, value, _ := strings.Cut(tt.env, "=")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -128,6 +129,38 @@ var knobs = []knob{
 			return nil
 		},
 	},
+	boolKnob("NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport: ranks of one host use TCP",
+		func(p *Params, b bool) { p.SHMDisable = b }),
+	intKnob("CC_SHM_SPIN_US", "20", 0, 100000, "microseconds a shared-memory wait spins before sleeping on a futex (cut to a few polls when a host has more ranks than cores)",
+		func(p *Params, n int) { p.SHMSpin = time.Duration(n) * time.Microsecond }),
+	{
+		name: "CC_HOST_ID", kind: KindString, allowed: "any text without spaces, at most 128 bytes",
+		doc: "host identity that decides which ranks share memory; unset: hostname + boot id. Ranks with different values use TCP even on one machine",
+		parse: func(p *Params, v string) error {
+			if len(v) > 128 || strings.ContainsAny(v, " \t\n") {
+				return errors.New("want text without spaces, at most 128 bytes")
+			}
+			p.HostID = v
+			return nil
+		},
+	},
+}
+
+func boolKnob(name, def, doc string, set func(*Params, bool)) knob {
+	return knob{
+		name: name, kind: KindBool, def: def, allowed: "0, 1", doc: doc,
+		parse: func(p *Params, v string) error {
+			switch v {
+			case "0":
+				set(p, false)
+			case "1":
+				set(p, true)
+			default:
+				return errors.New("want 0 or 1")
+			}
+			return nil
+		},
+	}
 }
 
 // checks run after every knob parsed cleanly: rules that involve several.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
@@ -231,7 +232,10 @@ func (c *SendConn) Close() error {
 
 // RecvConn is the receiving end: one reader goroutine per socket reads
 // frames into free FIFO slots; the engine consumes them in sequence order.
+// For LL and LL128 it decodes the lines, checking their flags.
 type RecvConn struct {
+	proto   protocols.Proto
+	stage   []byte // decoded LL/LL128 payload
 	r       *ring
 	socks   []net.Conn
 	peer    string
@@ -241,8 +245,11 @@ type RecvConn struct {
 	once    sync.Once
 }
 
-func newRecvConn(socks []net.Conn, stepBytes int, peer string, onError func(error)) *RecvConn {
-	c := &RecvConn{r: newRing(stepBytes), socks: socks, peer: peer, onError: onError}
+func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error)) *RecvConn {
+	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError}
+	if p != protocols.Simple {
+		c.stage = make([]byte, engine.NSteps*p.Payload(stepBytes))
+	}
 	for i := range socks {
 		c.wg.Add(1)
 		go c.reader(i)
@@ -322,10 +329,17 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	for {
 		e := &r.ent[r.hseq%engine.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
-			if e.nsteps != nsteps || e.size != nbytes {
-				return nil, fmt.Errorf("%s sent a slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, e.size, e.nsteps, nbytes, nsteps)
+			if wn := wireBytes(c.proto, nbytes); e.nsteps != nsteps || e.size != wn {
+				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, wn, nsteps)
 			}
-			return r.slot(e.step, e.nsteps)[:e.size], nil
+			wire := r.slot(e.step, e.nsteps)[:e.size]
+			if c.proto == protocols.Simple {
+				return wire, nil
+			}
+			if err := decodeLines(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
+				return nil, fmt.Errorf("%s: %w", c.peer, err)
+			}
+			return c.stage[:nbytes], nil
 		}
 		if r.err != nil {
 			return nil, r.err

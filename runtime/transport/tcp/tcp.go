@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/wire"
 )
 
@@ -172,12 +174,31 @@ func setSockOpts(c net.Conn) {
 	}
 }
 
-// Connect opens the sending connection to peer (listening at addr) for
-// channel, with stepBytes-sized FIFO slots.
-func (t *Transport) Connect(ctx context.Context, peer int, addr string, channel, stepBytes int) (*SendConn, error) {
+// Sender is the sending end of a connection, whatever its protocol.
+type Sender interface {
+	engine.SendConn
+	Fail(error)
+	Close() error
+}
+
+// Receiver is the receiving end of a connection.
+type Receiver interface {
+	engine.RecvConn
+	Fail(error)
+	SetClosing()
+	Close() error
+}
+
+// streamID keeps the connections of each (channel, protocol) apart in the
+// handshake's channel field.
+func streamID(channel int, p protocols.Proto) int32 { return int32(channel<<2 | int(p)) }
+
+// Connect opens the sending connection of protocol p to peer (listening at
+// addr) on channel, with stepBytes-sized FIFO slots (wire bytes).
+func (t *Transport) Connect(ctx context.Context, peer int, addr string, channel int, p protocols.Proto, stepBytes int) (Sender, error) {
 	socks := make([]net.Conn, 0, t.o.NSocks)
 	for i := 0; i < t.o.NSocks; i++ {
-		h := wire.Hello{Kind: wire.KindData, Rank: int32(t.o.Rank), Channel: int32(channel), Index: int32(i)}
+		h := wire.Hello{Kind: wire.KindData, Rank: int32(t.o.Rank), Channel: streamID(channel, p), Index: int32(i)}
 		c, err := wire.Dial(ctx, addr, t.o.Job, h, t.o.RetryCnt, t.o.RetrySleep)
 		if err != nil {
 			for _, s := range socks {
@@ -188,17 +209,23 @@ func (t *Transport) Connect(ctx context.Context, peer int, addr string, channel,
 		setSockOpts(c)
 		socks = append(socks, c)
 	}
-	c := newSendConn(socks, stepBytes, fmt.Sprintf("rank %d (%s)", peer, addr))
+	name := fmt.Sprintf("rank %d (%s)", peer, addr)
+	var c Sender
+	if p == protocols.Simple {
+		c = newSendConn(socks, stepBytes, name)
+	} else {
+		c = newEagerSendConn(p, socks, stepBytes, name)
+	}
 	if !t.track(c) {
 		return nil, errors.New("transport closed")
 	}
 	return c, nil
 }
 
-// Accept waits for peer's sending connection on channel and returns its
-// receiving end.
-func (t *Transport) Accept(ctx context.Context, peer int, channel, stepBytes int) (*RecvConn, error) {
-	k := key{from: peer, channel: channel}
+// Accept waits for peer's sending connection of protocol p on channel and
+// returns its receiving end.
+func (t *Transport) Accept(ctx context.Context, peer int, channel int, p protocols.Proto, stepBytes int) (Receiver, error) {
+	k := key{from: peer, channel: int(streamID(channel, p))}
 	t.mu.Lock()
 	ch := t.arrivedChan(k)
 	t.mu.Unlock()
@@ -218,7 +245,7 @@ func (t *Transport) Accept(ctx context.Context, peer int, channel, stepBytes int
 	if len(socks) > 0 {
 		addr = socks[0].RemoteAddr().String()
 	}
-	c := newRecvConn(socks, stepBytes, fmt.Sprintf("rank %d (%s)", peer, addr), t.o.OnError)
+	c := newRecvConn(p, socks, stepBytes, fmt.Sprintf("rank %d (%s)", peer, addr), t.o.OnError)
 	if !t.track(c) {
 		return nil, errors.New("transport closed")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/wire"
 )
 
@@ -52,13 +53,19 @@ func pair(t *testing.T, nsocks int, onError func(error)) (*Transport, *Transport
 
 func connect(t *testing.T, a, b *Transport, stepBytes int) (*SendConn, *RecvConn) {
 	t.Helper()
+	s, r := connectProto(t, a, b, protocols.Simple, stepBytes)
+	return s.(*SendConn), r.(*RecvConn)
+}
+
+func connectProto(t *testing.T, a, b *Transport, p protocols.Proto, stepBytes int) (Sender, Receiver) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var s *SendConn
+	var s Sender
 	var serr error
 	done := make(chan struct{})
-	go func() { defer close(done); s, serr = a.Connect(ctx, 1, b.Addr(), 7, stepBytes) }()
-	r, err := b.Accept(ctx, 0, 7, stepBytes)
+	go func() { defer close(done); s, serr = a.Connect(ctx, 1, b.Addr(), 7, p, stepBytes) }()
+	r, err := b.Accept(ctx, 0, 7, p, stepBytes)
 	<-done
 	if serr != nil || err != nil {
 		t.Fatalf("connect: %v / accept: %v", serr, err)
@@ -201,7 +208,7 @@ func TestPeerDeath(t *testing.T) {
 func TestCloseWhileAccepting(t *testing.T) {
 	_, b, _ := pair(t, 1, nil)
 	errc := make(chan error, 1)
-	go func() { _, err := b.Accept(context.Background(), 5, 0, 128); errc <- err }()
+	go func() { _, err := b.Accept(context.Background(), 5, 0, protocols.Simple, 128); errc <- err }()
 	time.Sleep(20 * time.Millisecond)
 	b.Close()
 	select {
@@ -211,5 +218,73 @@ func TestCloseWhileAccepting(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Accept still blocked after Close (hang guard)")
+	}
+}
+
+// TestProtocolsRoundTrip sends slices of every size from 1 byte to a full
+// step through each protocol's connection over 1 and 2 sockets: every byte
+// must arrive, and the LL/LL128 flags must check out.
+func TestProtocolsRoundTrip(t *testing.T) {
+	for _, p := range []protocols.Proto{protocols.Simple, protocols.LL, protocols.LL128} {
+		for _, nsocks := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/%d", p, nsocks), func(t *testing.T) {
+				a, b, _ := pair(t, nsocks, nil)
+				const stepBytes = 1024
+				s, r := connectProto(t, a, b, p, stepBytes)
+				max := p.Payload(stepBytes)
+				const n = 600
+				errc := make(chan error, 1)
+				go func() {
+					for i := 0; i < n; i++ {
+						buf, err := s.Acquire(1)
+						if err != nil {
+							errc <- err
+							return
+						}
+						pl := payload(i, max)
+						copy(buf, pl)
+						if err := s.Post(len(pl)); err != nil {
+							errc <- err
+							return
+						}
+					}
+					errc <- nil
+				}()
+				for i := 0; i < n; i++ {
+					want := payload(i, max)
+					got, err := r.Wait(1, len(want))
+					if err != nil {
+						t.Fatalf("slice %d: %v", i, err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("slice %d: %d bytes differ", i, len(want))
+					}
+					r.Release()
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestLinesCatchWrongFlags: a line whose flag is not the step's is an error.
+func TestLinesCatchWrongFlags(t *testing.T) {
+	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
+		src := payload(3, 300)
+		wire := make([]byte, wireBytes(p, len(src)))
+		encodeLines(p, wire, src, 5)
+		dst := make([]byte, len(src))
+		if err := decodeLines(p, dst, wire, len(src), 5); err != nil || !bytes.Equal(dst, src) {
+			t.Fatalf("%s: round trip: %v", p, err)
+		}
+		if err := decodeLines(p, dst, wire, len(src), 6); err == nil {
+			t.Errorf("%s: a stale flag was accepted", p)
+		}
+		wire[len(wire)-1] ^= 0x80 // the last line's flag (LL: flag2's top byte)
+		if err := decodeLines(p, dst, wire, len(src), 5); err == nil {
+			t.Errorf("%s: a corrupted flag was accepted", p)
+		}
 	}
 }
