@@ -223,10 +223,13 @@ func TestStartFailure(t *testing.T) {
 func TestUnresponsiveRankAbandoned(t *testing.T) {
 	defer func(d time.Duration) { killWait = d }(killWait)
 	killWait = 200 * time.Millisecond
+	started := make(chan struct{}) // rank 1 runs before rank 0 fails, however loaded the machine
 	f := &fakeRemote{body: func(p *fakeProc) Exit {
 		if p.spec.Slot.Rank == 0 {
+			<-started
 			return Exit{Code: 5}
 		}
+		close(started)
 		<-p.done // deaf to signals: only Close ends it
 		return p.exit
 	}}

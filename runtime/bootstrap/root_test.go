@@ -276,6 +276,11 @@ func TestStrangersAreDroppedAndJobCompletes(t *testing.T) {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}
+	// The root answers the duplicate before it logs the refusal: wait for the
+	// line (a bound against hangs, not a speed check).
+	for deadline := time.Now().Add(20 * time.Second); len(tr.log.matching("already joined")) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if got := len(tr.log.matching("already joined")); got != 1 {
 		t.Errorf("%d log lines about the duplicate, want 1", got)
 	}
