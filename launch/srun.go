@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/launch/sshspawn"
 )
 
 // Srun is a Remote that starts every rank with its own `srun` job step inside the current
@@ -51,17 +53,10 @@ type Srun struct {
 // line of output (the rank keeps that pid: it is exec'd), enters DIR when given, checks the
 // program exists (exit 127 naming the host otherwise) and execs it. It contains no single
 // quote.
-const srunScript = `IFS= read -r s || { echo "ccrun: no job secret on stdin" >&2; exit 125; }
-f=$(mktemp "${TMPDIR:-/tmp}/ccrun-secret.XXXXXX") || exit 125
-printf "%s\n" "$s" >"$f" && exec 3<"$f"; rm -f "$f"; unset s f
-exec </dev/null
+const srunScript = sshspawn.SecretPrelude + `exec </dev/null
 printf "ccrun-pid %s\n" $$
-h=$(uname -n 2>/dev/null)
-if [ -n "$1" ] && ! cd "$1" 2>/dev/null && [ "$2" != 1 ]; then echo "ccrun: cannot enter directory $1 on host $h" >&2; exit 126; fi
-shift 2
-export CC_JOB_SECRET_FILE=/dev/fd/3
-command -v "$1" >/dev/null 2>&1 || { echo "ccrun: program $1 not found on host $h (PATH=$PATH)" >&2; exit 127; }
-exec "$@"`
+` + sshspawn.EnterDir + `shift 2
+` + sshspawn.ExecProgram
 
 // SrunArgs returns the srun command line (without the program name) that runs spec's
 // program as one task on spec.Slot.Host. It is pure.

@@ -32,20 +32,34 @@ import (
 //     ccrun unchanged.
 //
 // It contains no single quote, so it can be quoted with single quotes for the login shell.
-const rankScript = `IFS= read -r s || { echo "ccrun: no job secret on stdin" >&2; exit 125; }
-f=$(mktemp "${TMPDIR:-/tmp}/ccrun-secret.XXXXXX") || exit 125
-printf "%s\n" "$s" >"$f" && exec 3<"$f"; rm -f "$f"; unset s f
-exec 4<&0 </dev/null
+const rankScript = SecretPrelude + `exec 4<&0 </dev/null
 { trap "" TERM INT HUP; cat <&4; kill -TERM -$$; i=0; while kill -0 $$ && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$$; } >/dev/null 2>&1 3<&- &
 exec 4<&-
 printf "ccrun-pid %s\n" $$
-h=$(uname -n 2>/dev/null)
-if [ -n "$1" ] && ! cd "$1" 2>/dev/null && [ "$2" != 1 ]; then echo "ccrun: cannot enter directory $1 on host $h" >&2; exit 126; fi
-n=$3; shift 3
+` + EnterDir + `n=$3; shift 3
 while [ "$n" -gt 0 ]; do export "$1"; shift; n=$((n-1)); done
-export CC_JOB_SECRET_FILE=/dev/fd/3
+` + ExecProgram
+
+// The pieces of the shell scripts that start a rank, shared by the SSH and
+// srun launchers. None contains a single quote.
+const (
+	// SecretPrelude reads the job secret (one line) from stdin into a deleted
+	// 0600 file opened as fd 3, so it never shows in argv or the environment.
+	SecretPrelude = `IFS= read -r s || { echo "ccrun: no job secret on stdin" >&2; exit 125; }
+f=$(mktemp "${TMPDIR:-/tmp}/ccrun-secret.XXXXXX") || exit 125
+printf "%s\n" "$s" >"$f" && exec 3<"$f"; rm -f "$f"; unset s f
+`
+	// EnterDir enters directory $1 unless it is empty; a missing one is an
+	// error (exit 126 naming the host) unless $2 is 1.
+	EnterDir = `h=$(uname -n 2>/dev/null)
+if [ -n "$1" ] && ! cd "$1" 2>/dev/null && [ "$2" != 1 ]; then echo "ccrun: cannot enter directory $1 on host $h" >&2; exit 126; fi
+`
+	// ExecProgram points the rank at the secret and execs "$@", or exits 127
+	// naming the host when the program does not exist there.
+	ExecProgram = `export CC_JOB_SECRET_FILE=/dev/fd/3
 command -v "$1" >/dev/null 2>&1 || { echo "ccrun: program $1 not found on host $h (PATH=$PATH)" >&2; exit 127; }
 exec "$@"`
+)
 
 // pidPrefix starts the first line the script prints.
 const pidPrefix = "ccrun-pid "
