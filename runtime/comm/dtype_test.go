@@ -65,10 +65,17 @@ func exactResult(dt reduce.DataType, op reduce.Op, n, i int, scalar float64) flo
 }
 
 // TestEveryDataTypeAndOp runs all-reduce, reduce-scatter and reduce for
-// every data type x op over loopback TCP and compares bytes exactly.
+// every data type x op over loopback TCP and over shared memory, and
+// compares bytes exactly.
 func TestEveryDataTypeAndOp(t *testing.T) {
+	for _, shmDisable := range []string{"1", "0"} {
+		t.Run("NCCL_SHM_DISABLE="+shmDisable, func(t *testing.T) { everyDataTypeAndOp(t, shmDisable) })
+	}
+}
+
+func everyDataTypeAndOp(t *testing.T, shmDisable string) {
 	const n, count, scalar = 4, 301, 2.0
-	cs := withComms(t, n, testParams(t, map[string]string{"NCCL_BUFFSIZE": "8192", "NCCL_NCHANNELS": "2"}))
+	cs := withComms(t, n, testParams(t, map[string]string{"NCCL_BUFFSIZE": "8192", "NCCL_NCHANNELS": "2", "NCCL_SHM_DISABLE": shmDisable}))
 	for _, dt := range reduce.DataTypes() {
 		for _, op := range reduce.Ops() {
 			t.Run(fmt.Sprintf("%s/%s", dt, op), func(t *testing.T) {
