@@ -104,6 +104,9 @@ func (r *localRank) wait() (string, int) {
 }
 
 func TestRankScriptRunsProgram(t *testing.T) {
+	// A private TMPDIR: other packages' tests create ccrun-secret files in
+	// /tmp at the same time, and this test counts what the script leaves.
+	t.Setenv("TMPDIR", t.TempDir())
 	dir := t.TempDir()
 	r := startLocalRank(t, Command{
 		Argv:   []string{"/bin/sh", "-c", `echo "a=$A b=$B pwd=$(pwd) secret=$(cat "$CC_JOB_SECRET_FILE") stdin=$(cat)"; ls "${TMPDIR:-/tmp}" | grep -c ccrun-secret.; exit 3`},
