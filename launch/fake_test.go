@@ -138,6 +138,13 @@ func TestBootstrapContract(t *testing.T) {
 		}
 		if id.Rank == 1 {
 			c.Abort(errors.New("boom: out of buffers"))
+			// Exit only once ccrun acts on the abort (its SIGTERM), so that the
+			// abort is the first failure however the machine schedules the two
+			// events.
+			select {
+			case <-p.sigs:
+			case <-time.After(20 * time.Second):
+			}
 			return Exit{Code: 3}
 		}
 		select {
