@@ -117,22 +117,7 @@ func (s *syncBuf) String() string {
 func startCCRun(t *testing.T, args ...string) *job {
 	t.Helper()
 	bin, _ := binaries(t)
-	j := &job{cmd: exec.Command(bin, args...), out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
-	j.cmd.Stdout, j.cmd.Stderr = j.out, j.err
-	if err := j.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		j.cmd.Wait()
-		j.code = j.cmd.ProcessState.ExitCode()
-		close(j.done)
-	}()
-	t.Cleanup(func() {
-		j.cmd.Process.Kill()
-		<-j.done
-	})
-	t.Logf("ccrun %s", strings.Join(args, " "))
-	return j
+	return startCmd(t, bin, args...)
 }
 
 // wait waits for ccrun to exit, at most limit (a hang guard, not a speed requirement).

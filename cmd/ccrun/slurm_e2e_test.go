@@ -33,8 +33,8 @@ func needSlurm(t *testing.T) *testbed {
 	return tb
 }
 
-// startCmd starts a Slurm client command (srun, salloc, sbatch); the test's cleanup kills
-// it if it is still running.
+// startCmd starts a command (ccrun, or a Slurm client: srun, salloc, sbatch); the test's
+// cleanup kills it if it is still running.
 func startCmd(t *testing.T, name string, args ...string) *job {
 	t.Helper()
 	j := &job{cmd: exec.Command(name, args...), out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
