@@ -85,20 +85,6 @@ func mul64(a, b float64) float64 {
 	return nan64(a, b)
 }
 
-func max64(a, b float64) float64 {
-	if a > b {
-		return a
-	}
-	return b
-}
-
-func min64(a, b float64) float64 {
-	if a < b {
-		return a
-	}
-	return b
-}
-
 // f16to32 widens IEEE binary16 bits to float32 exactly, as VCVTPH2PS does: a NaN keeps its
 // sign and payload (shifted into the top of the float32 mantissa) and gets the quiet bit.
 func f16to32(h uint16) float32 {

@@ -8,17 +8,6 @@ import (
 	"testing"
 )
 
-// withLevel makes NewFunc bind to level l until the test ends.
-func withLevel(tb testing.TB, l level) {
-	tb.Helper()
-	if !supported[l] {
-		tb.Skipf("implementation %s not supported here", l)
-	}
-	old := activeLevel.Load()
-	activeLevel.Store(uint32(l))
-	tb.Cleanup(func() { activeLevel.Store(old) })
-}
-
 // vectorLevels are the supported levels other than portable.
 func vectorLevels() []level {
 	var ls []level

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -214,7 +213,6 @@ func TestIterStats(t *testing.T) {
 
 // recorder collects what Run reports.
 type recorder struct {
-	mu      sync.Mutex
 	devices []Device
 	started int
 	rows    []Result

@@ -35,14 +35,6 @@ func pad(s string, width int) string {
 	return strings.Repeat(" ", width-len(s)) + s
 }
 
-// padLeft left-aligns s in width columns (C's %-*s).
-func padLeft(s string, width int) string {
-	if len(s) >= width {
-		return s
-	}
-	return s + strings.Repeat(" ", width-len(s))
-}
-
 // cf is C's "%*.*f".
 func cf(v float64, width, prec int) string {
 	if s, ok := cSpecial(v); ok {
