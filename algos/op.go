@@ -10,15 +10,33 @@
 //	if Dst != None: write value to Dst at DstOff
 //	if SendTo != NoPeer: send value to SendTo
 //
+// An Op may also receive from and send to several peers, as NCCL's
+// primitives with a fan do (the tree's up and down halves): Fan lists the
+// peers beyond RecvFrom and SendTo. Every received message is then reduced
+// into the value, and the one value goes to every send peer. Conn picks
+// which of the two connections between a pair of ranks an Op uses (NCCL's
+// connIndex), so that two streams between the same ranks stay apart.
+//
+// A rank's work on one channel is a Schedule: one or more Lanes, each a
+// sequence of Ops, running concurrently (NCCL's thread groups: the tree's up
+// and down halves run at once so that large buffers pipeline). A Wait holds
+// an Op of one lane until another lane of the same rank and channel has
+// completed a number of Ops.
+//
 // Offsets and counts are in elements, never bytes: a schedule knows nothing of
 // data types, protocols, sockets or clocks. The engine (runtime/engine) runs a
 // schedule over real connections, cutting each Op into FIFO slices; the
 // simulator (algos/sim) runs every rank's schedule in memory to check results,
-// find deadlocks and count steps.
+// find deadlocks and count steps. The algorithm table (Algorithms, Lookup)
+// says which generator makes the schedules of each (algorithm, collective),
+// with the peers it talks to, its FIFO geometry per protocol and the
+// properties the engine relies on.
 //
-// Vocabulary, as in NCCL: rank (0..nranks-1), peer (another rank), channel (an
-// independent slice of the buffers with its own connections), chunk (the
-// elements one ring step moves per loop), slice (the unit of one FIFO post).
+// Vocabulary, as in NCCL: rank (0..nranks-1), peer (another rank), host (the
+// ranks that share memory), channel (an independent slice of the buffers
+// with its own connections), chunk (the elements one algorithm step moves per
+// loop), slice (the unit of one FIFO post), lane (one op stream of a
+// channel), connection index (which of a pair's connections).
 package algos
 
 import "fmt"
@@ -63,6 +81,89 @@ type Op struct {
 	Count    int64 // elements moved by this Op; 0 means the Op does nothing
 	Reduce   bool  // combine the received data with the local operand
 	PostOp   bool  // apply the reduction's post-operation to the result
+	Conn     uint8 // connection index of every peer of the Op: 0, or 1 for a second stream
+	Fan      *Fan  // further peers, or nil (every ring Op); shared, never modified
+}
+
+// Fan lists the peers of an Op beyond RecvFrom and SendTo: NCCL's
+// primitives with several peers (FanAsymmetric<3,1> for the tree's way up,
+// <1,3> for its way down). Recv needs RecvFrom and Send needs SendTo.
+type Fan struct {
+	// Recv are further peers received from: the value is the reduction of
+	// the messages from RecvFrom, Recv[0], Recv[1], ... and the local
+	// operand, so an Op with Recv must Reduce.
+	Recv []int
+	// Send are further peers the value goes to, after SendTo.
+	Send []int
+}
+
+// MaxConns is the number of connections between an ordered pair of ranks
+// on one channel and protocol (NCCL_MAX_CONNS): Op.Conn is 0 or 1.
+const MaxConns = 2
+
+// MaxFan bounds the peers of one Op each way (RecvFrom or SendTo plus the
+// fan): NCCL's NCCL_MAX_TREE_ARITY is 3; the engine keeps that many
+// connections per Op without allocating.
+const MaxFan = 8
+
+// NumRecvs is the number of peers the Op receives from.
+func (o *Op) NumRecvs() int {
+	switch {
+	case o.RecvFrom == NoPeer:
+		return 0
+	case o.Fan == nil:
+		return 1
+	}
+	return 1 + len(o.Fan.Recv)
+}
+
+// RecvPeer returns the i-th peer the Op receives from (0 is RecvFrom).
+func (o *Op) RecvPeer(i int) int {
+	if i == 0 {
+		return o.RecvFrom
+	}
+	return o.Fan.Recv[i-1]
+}
+
+// NumSends is the number of peers the Op sends to.
+func (o *Op) NumSends() int {
+	switch {
+	case o.SendTo == NoPeer:
+		return 0
+	case o.Fan == nil:
+		return 1
+	}
+	return 1 + len(o.Fan.Send)
+}
+
+// SendPeer returns the i-th peer the Op sends to (0 is SendTo).
+func (o *Op) SendPeer(i int) int {
+	if i == 0 {
+		return o.SendTo
+	}
+	return o.Fan.Send[i-1]
+}
+
+// Recvs returns the peers the Op receives from, in reduction order.
+func (o *Op) Recvs() []int {
+	if o.RecvFrom == NoPeer {
+		return nil
+	}
+	if o.Fan == nil || len(o.Fan.Recv) == 0 {
+		return []int{o.RecvFrom}
+	}
+	return append([]int{o.RecvFrom}, o.Fan.Recv...)
+}
+
+// Sends returns the peers the Op sends to.
+func (o *Op) Sends() []int {
+	if o.SendTo == NoPeer {
+		return nil
+	}
+	if o.Fan == nil || len(o.Fan.Send) == 0 {
+		return []int{o.SendTo}
+	}
+	return append([]int{o.SendTo}, o.Fan.Send...)
 }
 
 // Name returns NCCL's name for the primitive this Op performs.
@@ -98,10 +199,13 @@ func (o Op) Name() string {
 func (o Op) String() string {
 	s := o.Name()
 	if o.RecvFrom != NoPeer {
-		s += fmt.Sprintf(" from=%d", o.RecvFrom)
+		s += " from=" + peerList(o.Recvs())
 	}
 	if o.SendTo != NoPeer {
-		s += fmt.Sprintf(" to=%d", o.SendTo)
+		s += " to=" + peerList(o.Sends())
+	}
+	if o.Conn != 0 {
+		s += fmt.Sprintf(" conn=%d", o.Conn)
 	}
 	if o.Src != None {
 		s += fmt.Sprintf(" src=%s[%d]", o.Src, o.SrcOff)
@@ -112,6 +216,17 @@ func (o Op) String() string {
 	s += fmt.Sprintf(" n=%d", o.Count)
 	if o.PostOp {
 		s += " post"
+	}
+	return s
+}
+
+func peerList(ps []int) string {
+	s := ""
+	for i, p := range ps {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprint(p)
 	}
 	return s
 }

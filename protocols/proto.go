@@ -115,3 +115,6 @@ func (p Proto) Lines(n int) int {
 	lp := p.LinePayload()
 	return (n + lp - 1) / lp
 }
+
+// NSteps is NCCL_STEPS: the slots of every connection's FIFO.
+const NSteps = 8

@@ -16,6 +16,7 @@ import (
 func (s *state) check(op algos.Op) error {
 	n := len(s.ranks)
 	recv, send := op.RecvFrom != algos.NoPeer, op.SendTo != algos.NoPeer
+	nrecv := op.NumRecvs()
 	switch {
 	case op.RecvFrom < algos.NoPeer || op.RecvFrom >= n:
 		return fmt.Errorf("recv from rank %d: must be %d (none) or in [0, %d)", op.RecvFrom, algos.NoPeer, n)
@@ -25,12 +26,23 @@ func (s *state) check(op algos.Op) error {
 		return fmt.Errorf("count %d: must be at least 0", op.Count)
 	case op.Src > algos.Output || op.Dst > algos.Output:
 		return fmt.Errorf("buffers %v, %v: must be -, in or out", op.Src, op.Dst)
+	case int(op.Conn) >= algos.MaxConns:
+		return fmt.Errorf("connection index %d: must be below %d", op.Conn, algos.MaxConns)
+	}
+	if err := checkFan(op, n); err != nil {
+		return err
+	}
+	switch {
 	case op.Count == 0:
 		return nil
-	case op.Reduce && (!recv || op.Src == algos.None):
-		return errors.New("reduce needs both a receive and a local operand")
+	case op.Reduce && nrecv == 0:
+		return errors.New("reduce without a receive")
+	case op.Reduce && nrecv == 1 && op.Src == algos.None:
+		return errors.New("reduce needs two values: a receive and a local operand, or several receives")
 	case op.Reduce && s.red.Op == nil:
 		return errors.New("reduce with a reduction that has no Op")
+	case nrecv > 1 && !op.Reduce:
+		return errors.New("receives from several peers without reduce: which value does it use")
 	case recv && !op.Reduce && op.Src != algos.None:
 		return errors.New("receives without reduce but names a local operand: which value does it use")
 	case !recv && op.Src == algos.None:
@@ -42,6 +54,31 @@ func (s *state) check(op algos.Op) error {
 		return err
 	}
 	return s.checkRange("dst", op.Dst, op.DstOff, op.Count)
+}
+
+// checkFan checks the peer lists of an Op: further peers need a first one,
+// lie in range and appear once each way.
+func checkFan(op algos.Op, n int) error {
+	if op.Fan == nil {
+		return nil
+	}
+	if len(op.Fan.Recv) > 0 && op.RecvFrom == algos.NoPeer {
+		return errors.New("fan receives without RecvFrom")
+	}
+	if len(op.Fan.Send) > 0 && op.SendTo == algos.NoPeer {
+		return errors.New("fan sends without SendTo")
+	}
+	for _, list := range [][]int{op.Recvs(), op.Sends()} {
+		for i, p := range list {
+			if p < 0 || p >= n {
+				return fmt.Errorf("peer %d: must be in [0, %d)", p, n)
+			}
+			if slices.Contains(list[:i], p) {
+				return fmt.Errorf("peer %d named twice one way", p)
+			}
+		}
+	}
+	return nil
 }
 
 // checkRange checks that [off, off+count) lies inside buffer b of every rank.
@@ -62,20 +99,39 @@ func (s *state) deadlock() error {
 		if a.pc == len(a.ops) {
 			continue
 		}
-		op := a.ops[a.pc]
-		var waiting string
-		if op.RecvFrom != algos.NoPeer && !a.holding {
-			waiting = fmt.Sprintf("a message from rank %d (fifo empty)", op.RecvFrom)
-		} else {
-			waiting = fmt.Sprintf("a free slot to rank %d (%d of %d full)", op.SendTo,
-				s.fifo(a.ch, a.rank, op.SendTo).n, s.slots)
-			if a.holding {
-				waiting += fmt.Sprintf(", holding the message of rank %d op %d", op.RecvFrom, a.held.index)
-			}
-		}
-		e.Blocked = append(e.Blocked, Blocked{Channel: a.ch, Rank: a.rank, Index: a.pc, Len: len(a.ops), Op: op, Waiting: waiting})
+		e.Blocked = append(e.Blocked, Blocked{Channel: a.ch, Rank: a.rank, Lane: a.lane, Index: a.pc,
+			Len: len(a.ops), Op: a.ops[a.pc], Waiting: s.waiting(a), Lanes: len(a.siblings)})
 	}
 	return e
+}
+
+// waiting says what a blocked lane waits for.
+func (s *state) waiting(a *actor) string {
+	if !a.waitsOK() {
+		w := a.waits[a.wi]
+		return fmt.Sprintf("lane %d to complete %d ops (it has completed %d)", w.Lane, w.Done, a.siblings[w.Lane].pc)
+	}
+	op := &a.ops[a.pc]
+	conn := ""
+	if op.Conn != 0 {
+		conn = fmt.Sprintf(" on connection %d", op.Conn)
+	}
+	for k := range op.NumRecvs() {
+		if a.holding&(1<<k) == 0 {
+			return fmt.Sprintf("a message from rank %d%s (fifo empty)", op.RecvPeer(k), conn)
+		}
+	}
+	for k := range op.NumSends() {
+		peer := op.SendPeer(k)
+		if q := s.fifo(a, peer, op.Conn, true); q.n >= s.slots {
+			w := fmt.Sprintf("a free slot to rank %d%s (%d of %d full)", peer, conn, q.n, s.slots)
+			if a.holding != 0 {
+				w += fmt.Sprintf(", holding the message of rank %d op %d", op.RecvFrom, a.held[0].index)
+			}
+			return w
+		}
+	}
+	return "nothing (a bug in the simulator)"
 }
 
 // leftovers reports messages that were sent but never received: the sender's
@@ -85,8 +141,12 @@ func (s *state) leftovers() error {
 	for _, l := range s.sortedLinks() {
 		if q := s.fifos[l]; q.n > 0 {
 			m := q.front()
-			errs = append(errs, fmt.Errorf("channel %d: %d messages from rank %d to rank %d never received, the first from op %d (%v)",
-				l.Channel, q.n, l.Src, l.Dst, m.index, m.op))
+			conn := ""
+			if l.Conn != 0 {
+				conn = fmt.Sprintf(" on connection %d", l.Conn)
+			}
+			errs = append(errs, fmt.Errorf("channel %d: %d messages from rank %d to rank %d%s never received, the first from op %d (%v)",
+				l.Channel, q.n, l.Src, l.Dst, conn, m.index, m.op))
 		}
 	}
 	return errors.Join(errs...)
@@ -98,13 +158,13 @@ func (s *state) sortedLinks() []Link {
 		links = append(links, l)
 	}
 	slices.SortFunc(links, func(a, b Link) int {
-		return cmp.Or(cmp.Compare(a.Channel, b.Channel), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst))
+		return cmp.Or(cmp.Compare(a.Channel, b.Channel), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Conn, b.Conn))
 	})
 	return links
 }
 
 func (s *state) stats() Stats {
-	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}}
+	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}, Rewrites: s.rewrites}
 	for l, q := range s.fifos {
 		if q.traffic.Messages > 0 {
 			st.Links[l] = q.traffic

@@ -1,7 +1,7 @@
 package sim
 
-// The rounds of the model (see the package doc): every schedule's progress,
-// the FIFOs between ranks, and the arithmetic of one Op.
+// The rounds of the model (see the package doc): every lane's progress, the
+// FIFOs between ranks, and the arithmetic of one Op.
 
 import (
 	"fmt"
@@ -9,17 +9,19 @@ import (
 	"github.com/seed-760dd1f1/cc/algos"
 )
 
-// state is one Run: the ranks' buffers, the FIFOs and every schedule's
-// progress.
+// state is one Run: the ranks' buffers, the FIFOs and every lane's progress.
 type state struct {
-	ranks  []Rank
-	red    Reduction
-	slots  int
-	fifos  map[Link]*fifo
-	actors []*actor
-	free   [][]int64 // value slices no message holds any more
-	rounds int
-	ops    int64
+	ranks    []Rank
+	red      Reduction
+	slots    int
+	fifos    map[Link]*fifo
+	actors   []*actor
+	free     [][]int64 // value slices no message holds any more
+	rounds   int
+	ops      int64
+	sent     []*fifo   // FIFOs pushed to in this round
+	writes   [][]uint8 // writes[r][e]: how often rank r's Out[e] was written (saturating)
+	rewrites int64
 
 	// smallest[b] is the rank with the fewest elements in buffer b, which
 	// bounds every Op's range in b.
@@ -29,8 +31,8 @@ type state struct {
 	}
 }
 
-// message is what one Op sends: its values and, for error messages, which
-// Op sent it.
+// message is what one Op sends to one peer: its values and, for error
+// messages, which Op sent it.
 type message struct {
 	data  []int64
 	index int
@@ -61,62 +63,89 @@ func (q *fifo) pop() message {
 	return m
 }
 
-// actor is one rank's progress through its schedule on one channel.
+// actor is one lane of one rank on one channel.
 type actor struct {
-	ch, rank int
-	ops      []algos.Op
-	pc       int
-	holding  bool    // the current Op has taken its message: held
-	held     message // valid when holding
+	ch, rank, lane int
+	ops            []algos.Op
+	waits          []algos.Wait
+	wi             int      // waits[:wi] are satisfied
+	siblings       []*actor // the lanes of this rank and channel, by lane index
+	pc             int      // ops[:pc] are complete
+	held           [algos.MaxFan]message
+	holding        uint16 // bit k: the current Op holds the message of its k-th receive peer
 
-	// The FIFOs of the last peers, since schedules mostly talk to the same
-	// ones: from inPeer and to outPeer (NoPeer-1 before the first lookup).
-	inPeer, outPeer int
-	in, out         *fifo
+	// FIFOs this lane used, so that schedules that talk to the same few
+	// peers do not look them up in the map every round.
+	cache []cached
+}
+
+type cached struct {
+	peer int
+	conn uint8
+	send bool
+	q    *fifo
+}
+
+// laneName is " lane N" in messages about a rank with several lanes, and
+// nothing for a single lane.
+func (a *actor) laneName() string { return laneName(a.lane, len(a.siblings)) }
+
+func laneName(lane, lanes int) string {
+	if lanes == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" lane %d", lane)
+}
+
+// waitsOK reports whether every Wait at or before the lane's position is
+// satisfied, advancing past those that are (sibling lanes only progress,
+// so a satisfied Wait stays satisfied).
+func (a *actor) waitsOK() bool {
+	for a.wi < len(a.waits) && a.waits[a.wi].At <= a.pc {
+		w := a.waits[a.wi]
+		if a.siblings[w.Lane].pc < w.Done {
+			return false
+		}
+		a.wi++
+	}
+	return true
 }
 
 // move is what one actor does in a round.
 type move struct {
 	a        *actor
-	recv     bool  // take the message at the head of the input FIFO
-	complete bool  // finish the Op
-	sent     *fifo // where it was sent, once applied
+	take     uint16 // receive peers whose head message it takes
+	complete bool   // finish the Op
 }
 
 // fifo returns the FIFO of a link, empty when first used.
-func (s *state) fifo(ch, src, dst int) *fifo {
-	l := Link{Channel: ch, Src: src, Dst: dst}
+func (s *state) fifo(a *actor, peer int, conn uint8, send bool) *fifo {
+	for _, c := range a.cache {
+		if c.peer == peer && c.conn == conn && c.send == send {
+			return c.q
+		}
+	}
+	l := Link{Channel: a.ch, Src: peer, Dst: a.rank, Conn: conn}
+	if send {
+		l.Src, l.Dst = a.rank, peer
+	}
 	q := s.fifos[l]
 	if q == nil {
 		q = &fifo{buf: make([]message, s.slots)}
 		s.fifos[l] = q
 	}
+	a.cache = append(a.cache, cached{peer, conn, send, q})
 	return q
 }
 
-// inFifo and outFifo return a's FIFO from or to peer.
-func (s *state) inFifo(a *actor, peer int) *fifo {
-	if a.inPeer != peer {
-		a.inPeer, a.in = peer, s.fifo(a.ch, peer, a.rank)
-	}
-	return a.in
-}
-
-func (s *state) outFifo(a *actor, peer int) *fifo {
-	if a.outPeer != peer {
-		a.outPeer, a.out = peer, s.fifo(a.ch, a.rank, peer)
-	}
-	return a.out
-}
-
-// run plays rounds until every schedule is done or nothing can progress.
+// run plays rounds until every lane is done or nothing can progress.
 func (s *state) run() error {
 	var moves []move
 	for {
 		moves = moves[:0]
 		live := false
 		for _, a := range s.actors {
-			for a.pc < len(a.ops) && a.ops[a.pc].Count == 0 {
+			for a.pc < len(a.ops) && a.ops[a.pc].Count == 0 && a.waitsOK() {
 				a.pc++
 			}
 			if a.pc == len(a.ops) {
@@ -127,7 +156,7 @@ func (s *state) run() error {
 			if err != nil {
 				return err
 			}
-			if m.recv || m.complete {
+			if m.take != 0 || m.complete {
 				moves = append(moves, m)
 			}
 		}
@@ -137,38 +166,54 @@ func (s *state) run() error {
 		if len(moves) == 0 {
 			return s.deadlock()
 		}
-		// Each FIFO has one producer and one consumer, each doing at most one
-		// push or pop per round, so applying the moves in any order gives
-		// the same result as applying them at once.
+		// Each FIFO has one producer and one consumer lane (CheckLanes),
+		// each doing at most one push or pop per round on it, and Waits read
+		// progress as it was at the start of the round (plan runs before any
+		// apply), so applying the moves in any order gives the same result
+		// as applying them at once.
 		for i := range moves {
 			s.apply(&moves[i])
 		}
-		for _, m := range moves {
-			if q := m.sent; q != nil {
-				q.traffic.MaxDepth = max(q.traffic.MaxDepth, q.n)
-			}
+		for _, q := range s.sent {
+			q.traffic.MaxDepth = max(q.traffic.MaxDepth, q.n)
 		}
+		s.sent = s.sent[:0]
 		s.rounds++
 	}
 }
 
-// plan decides what actor a can do this round, looking only at FIFO state.
+// plan decides what actor a can do this round, looking only at the state
+// at the start of the round.
 func (s *state) plan(a *actor) (move, error) {
-	op := a.ops[a.pc]
 	m := move{a: a}
-	if op.RecvFrom != algos.NoPeer && !a.holding {
-		q := s.inFifo(a, op.RecvFrom)
+	if !a.waitsOK() {
+		return m, nil
+	}
+	op := &a.ops[a.pc]
+	all := true
+	for k := range op.NumRecvs() {
+		if a.holding&(1<<k) != 0 {
+			continue
+		}
+		peer := op.RecvPeer(k)
+		q := s.fifo(a, peer, op.Conn, false)
 		if q.n == 0 {
-			return m, nil
+			all = false
+			continue
 		}
 		if got := q.front(); int64(len(got.data)) != op.Count {
-			return m, fmt.Errorf("channel %d: rank %d op %d (%v) receives the message of rank %d op %d (%v): count %d, want %d",
-				a.ch, a.rank, a.pc, op, op.RecvFrom, got.index, got.op, len(got.data), op.Count)
+			return m, fmt.Errorf("channel %d: rank %d%s op %d (%v) receives the message of rank %d op %d (%v): count %d, want %d",
+				a.ch, a.rank, a.laneName(), a.pc, *op, peer, got.index, got.op, len(got.data), op.Count)
 		}
-		m.recv = true
+		m.take |= 1 << k
 	}
-	if op.SendTo != algos.NoPeer && s.outFifo(a, op.SendTo).n >= s.slots {
+	if !all {
 		return m, nil
+	}
+	for k := range op.NumSends() {
+		if s.fifo(a, op.SendPeer(k), op.Conn, true).n >= s.slots {
+			return m, nil
+		}
 	}
 	m.complete = true
 	return m, nil
@@ -176,27 +221,58 @@ func (s *state) plan(a *actor) (move, error) {
 
 func (s *state) apply(m *move) {
 	a := m.a
-	op := a.ops[a.pc]
-	if m.recv {
-		a.held = s.inFifo(a, op.RecvFrom).pop()
-		a.holding = true
+	op := &a.ops[a.pc]
+	for k := range op.NumRecvs() {
+		if m.take&(1<<k) != 0 {
+			a.held[k] = s.fifo(a, op.RecvPeer(k), op.Conn, false).pop()
+			a.holding |= 1 << k
+		}
 	}
 	if !m.complete {
 		return
 	}
-	val := s.compute(a.rank, op, a.held.data)
+	val := s.compute(a, op)
 	if op.Dst != algos.None {
 		copy(s.buf(a.rank, op.Dst)[op.DstOff:], val)
+		if op.Dst == algos.Output {
+			s.countWrites(a.rank, op.DstOff, op.Count)
+		}
 	}
-	if op.SendTo != algos.NoPeer {
-		m.sent = s.outFifo(a, op.SendTo)
-		m.sent.push(message{data: val, index: a.pc, op: op})
-	} else if len(s.free) < maxFree {
+	sends := op.NumSends()
+	for k := range sends {
+		data := val
+		if k < sends-1 {
+			data = s.alloc(op.Count) // every receiver owns its message
+			copy(data, val)
+		}
+		q := s.fifo(a, op.SendPeer(k), op.Conn, true)
+		q.push(message{data: data, index: a.pc, op: *op})
+		s.sent = append(s.sent, q)
+	}
+	if sends == 0 && len(s.free) < maxFree {
 		s.free = append(s.free, val)
 	}
 	a.pc++
-	a.holding, a.held = false, message{}
+	a.holding = 0
+	a.held = [algos.MaxFan]message{}
 	s.ops++
+}
+
+// countWrites records a write of Out[off, off+n) of rank.
+func (s *state) countWrites(rank int, off, n int64) {
+	w := s.writes[rank]
+	if w == nil {
+		w = make([]uint8, len(s.ranks[rank].Out))
+		s.writes[rank] = w
+	}
+	for i := off; i < off+n; i++ {
+		if w[i] > 0 {
+			s.rewrites++
+		}
+		if w[i] < 255 {
+			w[i]++
+		}
+	}
 }
 
 // maxFree bounds the free list of value slices.
@@ -215,22 +291,36 @@ func (s *state) alloc(n int64) []int64 {
 	return make([]int64, n)
 }
 
-// compute returns the value of op (see the algos package doc): the received
-// data, the local operand, or received ⊕ local; then the post-operation.
-// It reuses the received slice, which nobody else holds.
-func (s *state) compute(rank int, op algos.Op, received []int64) []int64 {
-	val := received
+// compute returns the value of the current Op of a (see the algos package
+// doc): the received messages reduced in peer order, then the local
+// operand; then the post-operation. It reuses the first received slice,
+// which nobody else holds.
+func (s *state) compute(a *actor, op *algos.Op) []int64 {
+	nrecv := op.NumRecvs()
+	var val []int64
+	if nrecv > 0 {
+		val = a.held[0].data
+		for k := 1; k < nrecv; k++ {
+			for i, x := range a.held[k].data {
+				val[i] = s.red.Op(val[i], x)
+			}
+			if len(s.free) < maxFree {
+				s.free = append(s.free, a.held[k].data)
+			}
+		}
+	}
 	if op.Src != algos.None {
-		local := s.buf(rank, op.Src)[op.SrcOff : op.SrcOff+op.Count]
+		local := s.buf(a.rank, op.Src)[op.SrcOff : op.SrcOff+op.Count]
 		pre := op.Src == algos.Input && s.red.Pre != nil
+		reduce := val != nil && op.Reduce
 		if val == nil {
 			val = s.alloc(op.Count)
 		}
 		for i, x := range local {
 			if pre {
-				x = s.red.Pre(rank, x)
+				x = s.red.Pre(a.rank, x)
 			}
-			if op.Reduce {
+			if reduce {
 				x = s.red.Op(val[i], x)
 			}
 			val[i] = x

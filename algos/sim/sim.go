@@ -13,22 +13,26 @@
 //	sum := sim.Reduction{Op: func(a, b int64) int64 { return a + b }}
 //	stats, err := sim.Run(ranks, scheds, sum, 8)
 //
-// The model. Every (channel, src, dst) pair is a FIFO holding at most slots
-// messages; a message is the Count elements one Op sends. Time advances in
-// rounds. In a round, every rank on every channel looks at its next Op,
-// against the state at the start of the round:
+// The model. Every (channel, src, dst, connection index) is a FIFO holding
+// at most slots messages; a message is the Count elements one Op sends to one
+// peer. Each rank's schedule on a channel is one or more lanes (see
+// algos.Schedule), and every lane is an actor. Time advances in rounds. In a
+// round, every actor looks at its next Op, against the state at the start of
+// the round:
 //
-//   - if the Op receives and has not yet received, it takes the message at
-//     the head of its FIFO from RecvFrom, if there is one; the message's
-//     Count must equal the Op's;
-//   - once it holds its message (or receives nothing), the Op completes if it
-//     sends nothing or its FIFO to SendTo has a free slot.
+//   - if a Wait holds the Op, it waits for the other lane's progress;
+//   - for every peer the Op receives from and has not yet received from, it
+//     takes the message at the head of that FIFO, if there is one; the
+//     message's Count must equal the Op's;
+//   - once it holds every message (or receives nothing), the Op completes if
+//     every FIFO it sends to has a free slot: the value (the received
+//     messages reduced in peer order, then the local operand) goes to each.
 //
-// So an Op that receives and sends frees its input slot as soon as it takes
-// the message and holds the data (a rank's staging buffer) until it can send:
-// a ring completes even with one slot per FIFO. A slot freed in a round can
-// be filled in the next, so with one slot a FIFO passes a message every other
-// round, as a credit round trip would. An Op whose Count is 0 does
+// So an Op that receives and sends frees its input slots as soon as it takes
+// the messages and holds the data (a rank's staging buffer) until it can
+// send: a ring completes even with one slot per FIFO. A slot freed in a round
+// can be filled in the next, so with one slot a FIFO passes a message every
+// other round, as a credit round trip would. An Op whose Count is 0 does
 // nothing and is skipped. A round in which nothing happens while Ops remain
 // is a deadlock, reported as a *DeadlockError. Stats.Rounds, the number of
 // rounds, is the schedule's critical path in Op steps.
@@ -60,9 +64,11 @@ type Reduction struct {
 	Post func(x int64) int64
 }
 
-// Link names one FIFO: the messages rank Src sends to rank Dst on Channel.
+// Link names one FIFO: the messages rank Src sends to rank Dst on Channel
+// and connection index Conn.
 type Link struct {
 	Channel, Src, Dst int
+	Conn              uint8
 }
 
 // Traffic is what crossed one Link.
@@ -75,8 +81,13 @@ type Traffic struct {
 // Stats is what a Run measured.
 type Stats struct {
 	Rounds int              // rounds until every Op completed
-	Ops    int64            // Ops completed, over all channels and ranks (Count 0 excluded)
+	Ops    int64            // Ops completed, over all channels, ranks and lanes (Count 0 excluded)
 	Links  map[Link]Traffic // every Link that carried a message
+	// Rewrites counts element writes to Out beyond the first, over all
+	// ranks: 0 for a schedule that writes every output element at most once
+	// (algos.Algorithm.WritesOutputOnce). A run whose In and Out share
+	// memory (in place) counts the writes all the same.
+	Rewrites int64
 }
 
 // Between sums the traffic from src to dst over all channels; MaxDepth is the
@@ -96,10 +107,12 @@ func (s Stats) Between(src, dst int) Traffic {
 // Blocked is one Op that could not progress in a deadlocked round.
 type Blocked struct {
 	Channel, Rank int
-	Index         int // position of Op in the rank's schedule
-	Len           int // length of the rank's schedule
+	Lane          int
+	Index         int // position of Op in the lane
+	Len           int // length of the lane
 	Op            algos.Op
 	Waiting       string // what the Op waits for
+	Lanes         int    // lanes of the rank's schedule on the channel
 }
 
 // DeadlockError reports a round in which no Op could progress: every rank
@@ -113,8 +126,8 @@ func (e *DeadlockError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "deadlock in round %d: %d ops blocked", e.Round, len(e.Blocked))
 	for _, k := range e.Blocked {
-		fmt.Fprintf(&b, "\n\tchannel %d rank %d op %d/%d (%v): waiting for %s",
-			k.Channel, k.Rank, k.Index, k.Len, k.Op, k.Waiting)
+		fmt.Fprintf(&b, "\n\tchannel %d rank %d%s op %d/%d (%v): waiting for %s",
+			k.Channel, k.Rank, laneName(k.Lane, k.Lanes), k.Index, k.Len, k.Op, k.Waiting)
 	}
 	return b.String()
 }
@@ -131,13 +144,26 @@ func Run(ranks []Rank, schedules [][]algos.Op, red Reduction, slots int) (Stats,
 // schedule on channel c. Channels have their own FIFOs and progress
 // independently in the same rounds; they share the ranks' buffers.
 func RunChannels(ranks []Rank, channels [][][]algos.Op, red Reduction, slots int) (Stats, error) {
+	scheds := make([][]algos.Schedule, len(channels))
+	for c, ch := range channels {
+		scheds[c] = make([]algos.Schedule, len(ch))
+		for r, ops := range ch {
+			scheds[c][r] = algos.Single(ops)
+		}
+	}
+	return RunSchedules(ranks, scheds, red, slots)
+}
+
+// RunSchedules is the general form: channels[c][r] is rank r's schedule (its
+// lanes) on channel c.
+func RunSchedules(ranks []Rank, channels [][]algos.Schedule, red Reduction, slots int) (Stats, error) {
 	if len(ranks) == 0 {
 		return Stats{}, errors.New("no ranks: need at least 1")
 	}
 	if slots < 1 {
 		return Stats{}, fmt.Errorf("fifo slots %d: must be at least 1", slots)
 	}
-	s := &state{ranks: ranks, red: red, slots: slots, fifos: map[Link]*fifo{}}
+	s := &state{ranks: ranks, red: red, slots: slots, fifos: map[Link]*fifo{}, writes: make([][]uint8, len(ranks))}
 	for _, b := range []algos.Buf{algos.Input, algos.Output} {
 		s.smallest[b].size = math.MaxInt64
 		for r := range ranks {
@@ -150,13 +176,20 @@ func RunChannels(ranks []Rank, channels [][][]algos.Op, red Reduction, slots int
 		if len(scheds) != len(ranks) {
 			return Stats{}, fmt.Errorf("channel %d: %d schedules for %d ranks: need one per rank", c, len(scheds), len(ranks))
 		}
-		for r, ops := range scheds {
-			for i, op := range ops {
-				if err := s.check(op); err != nil {
-					return Stats{}, fmt.Errorf("channel %d rank %d op %d (%v): %w", c, r, i, op, err)
-				}
+		for r, sched := range scheds {
+			if err := sched.CheckLanes(); err != nil {
+				return Stats{}, fmt.Errorf("channel %d rank %d: %w", c, r, err)
 			}
-			s.actors = append(s.actors, &actor{ch: c, rank: r, ops: ops, inPeer: algos.NoPeer - 1, outPeer: algos.NoPeer - 1})
+			lanes := make([]*actor, len(sched.Lanes))
+			for l, lane := range sched.Lanes {
+				for i, op := range lane.Ops {
+					if err := s.check(op); err != nil {
+						return Stats{}, fmt.Errorf("channel %d rank %d%s op %d (%v): %w", c, r, laneName(l, len(sched.Lanes)), i, op, err)
+					}
+				}
+				lanes[l] = &actor{ch: c, rank: r, lane: l, ops: lane.Ops, waits: lane.Waits, siblings: lanes}
+				s.actors = append(s.actors, lanes[l])
+			}
 		}
 	}
 	err := s.run()

@@ -163,8 +163,8 @@ func TestDeadlockBothReceiveFirst(t *testing.T) {
 		t.Fatalf("Run = %v, want a *DeadlockError", err)
 	}
 	want := []sim.Blocked{
-		{Channel: 0, Rank: 0, Index: 0, Len: 2, Op: scheds[0][0], Waiting: "a message from rank 1 (fifo empty)"},
-		{Channel: 0, Rank: 1, Index: 0, Len: 2, Op: scheds[1][0], Waiting: "a message from rank 0 (fifo empty)"},
+		{Channel: 0, Rank: 0, Index: 0, Len: 2, Op: scheds[0][0], Waiting: "a message from rank 1 (fifo empty)", Lanes: 1},
+		{Channel: 0, Rank: 1, Index: 0, Len: 2, Op: scheds[1][0], Waiting: "a message from rank 0 (fifo empty)", Lanes: 1},
 	}
 	if diff := cmp.Diff(want, de.Blocked); diff != "" {
 		t.Errorf("DeadlockError.Blocked (-want +got):\n%s", diff)
@@ -261,7 +261,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"reduce without op", 2, [][]algos.Op{{}, {{RecvFrom: 0, SendTo: none, Src: algos.Input, Dst: algos.Output, Count: 1, Reduce: true}}},
 			sim.Reduction{}, 1, "reduce with a reduction that has no Op"},
 		{"reduce without recv", 2, [][]algos.Op{{{RecvFrom: none, SendTo: 1, Src: algos.Input, Count: 1, Reduce: true}}, {}},
-			sim.Reduction{Op: add}, 1, "reduce needs both a receive and a local operand"},
+			sim.Reduction{Op: add}, 1, "reduce without a receive"},
 		{"src without reduce", 2, [][]algos.Op{{}, {{RecvFrom: 0, SendTo: none, Src: algos.Input, Dst: algos.Output, Count: 1}}},
 			sim.Reduction{}, 1, "receives without reduce but names a local operand"},
 		{"no value", 2, [][]algos.Op{{{RecvFrom: none, SendTo: 1, Count: 1}}, {}}, sim.Reduction{}, 1,

@@ -1,0 +1,143 @@
+package algos
+
+import "github.com/seed-760dd1f1/cc/protocols"
+
+// The algorithm table: one row per (algorithm, collective) this package
+// can generate. The runtime looks a row up and wires what it says (the
+// peers to connect, the FIFO geometry, the generator); it names no
+// algorithm itself, so adding one is a generator file plus a row here.
+// algos/sim runs every row for many shapes and checks what the row claims.
+
+// Algorithm is one row of the table.
+type Algorithm struct {
+	Algo Algo
+	Coll Coll
+
+	// Geometry is NCCL's FIFO geometry per protocol (collectives.h and
+	// calcCollChunking): the FIFO slots of a chunk and of a slice. A zero
+	// entry means the algorithm does not run with that protocol.
+	Geometry [protocols.NumProtos]Geometry
+
+	// Chunk returns the elements of one chunk (NCCL's chunkCount) for a
+	// collective; nil means DefaultChunk.
+	Chunk func(c *ChunkArgs) int64
+
+	// Gen returns one rank's schedule for one channel. It is pure and
+	// panics on arguments a caller should never pass.
+	Gen func(a *Args) Schedule
+
+	// Peers returns the directed links rank uses on a channel, for every
+	// part of every size: what the runtime may connect ahead of the first
+	// call. Every link of every schedule Gen makes is among them.
+	Peers func(a *Args) []Link
+
+	// WritesOutputOnce says that the schedules never write Input and write
+	// every element of Output at most once, so that a value already final in
+	// user memory may be sent from there (by reference) when the call is
+	// not in place. The simulator checks it for every row that claims it.
+	WritesOutputOnce bool
+}
+
+// Geometry is the FIFO geometry of one protocol: slots per chunk and per
+// slice.
+type Geometry struct {
+	ChunkSteps, SliceSteps int
+}
+
+// Runs reports whether the algorithm runs with protocol p.
+func (a *Algorithm) Runs(p protocols.Proto) bool { return a.Geometry[p].SliceSteps > 0 }
+
+// Args is what a generator is given for one rank and channel.
+type Args struct {
+	Rank int
+	Topo *Topo
+	Root int // the root of a rooted collective
+	// Count is the collective's count: elements of the buffer (all-reduce,
+	// broadcast, reduce) or of one rank's block (reduce-scatter,
+	// all-gather), which is also the block size of Input or Output.
+	Count int64
+	// Part is this channel's share of the buffer (of every block for
+	// reduce-scatter and all-gather) and its chunk.
+	Part Part
+	// ElemSize is the size of one element in bytes, for algorithms that
+	// size their steps in bytes.
+	ElemSize int
+}
+
+// NRanks is the number of ranks.
+func (a *Args) NRanks() int { return a.Topo.NRanks }
+
+// ChunkArgs is what a row's Chunk rule is given.
+type ChunkArgs struct {
+	Proto       protocols.Proto
+	Geometry    Geometry // the row's geometry for Proto
+	StepPayload int      // payload bytes of one FIFO slot of Proto
+	ElemSize    int      // bytes per element
+	Align       int64    // elements a chunk is a multiple of (NCCL: 16 bytes / element size)
+	Bytes       int64    // the collective's size in bytes (NCCL's nBytes)
+	NChannels   int      // channels the collective runs on
+	Topo        *Topo
+}
+
+// DefaultChunk is NCCL's chunk: the payload of ChunkSteps FIFO slots, in
+// elements, rounded down to Align.
+func DefaultChunk(c *ChunkArgs) int64 {
+	align := max(c.Align, 1)
+	return max(int64(c.StepPayload*c.Geometry.ChunkSteps)/int64(c.ElemSize)/align*align, align)
+}
+
+// ChunkFor returns the chunk of a collective run by row a with c.
+func (a *Algorithm) ChunkFor(c *ChunkArgs) int64 {
+	if a.Chunk != nil {
+		return a.Chunk(c)
+	}
+	return DefaultChunk(c)
+}
+
+// Algorithms is the table.
+var Algorithms = []Algorithm{
+	ringRow(AllReduce, func(a *Args) []Op { return RingAllReduce(a.Rank, a.NRanks(), a.Part) }),
+	ringRow(ReduceScatter, func(a *Args) []Op { return RingReduceScatter(a.Rank, a.NRanks(), a.Count, a.Part) }),
+	ringRow(AllGather, func(a *Args) []Op { return RingAllGather(a.Rank, a.NRanks(), a.Count, a.Part) }),
+	ringRow(Broadcast, func(a *Args) []Op { return RingBroadcast(a.Rank, a.NRanks(), a.Root, a.Part) }),
+	ringRow(Reduce, func(a *Args) []Op { return RingReduce(a.Rank, a.NRanks(), a.Root, a.Part) }),
+}
+
+// Lookup returns the row of algorithm a for collective c, or nil if a
+// cannot do c.
+func Lookup(a Algo, c Coll) *Algorithm {
+	for i := range Algorithms {
+		if r := &Algorithms[i]; r.Algo == a && r.Coll == c {
+			return r
+		}
+	}
+	return nil
+}
+
+// ringRow is the row of a ring collective. Ring all-reduce, reduce-scatter
+// and all-gather move Simple chunks of 4 slots in slices of 2
+// (ALLREDUCE_CHUNKSTEPS = NCCL_STEPS/2, SLICESTEPS = NCCL_STEPS/4);
+// broadcast, reduce and every LL/LL128 transfer use one slot for both.
+func ringRow(c Coll, gen func(a *Args) []Op) Algorithm {
+	pipe := Geometry{ChunkSteps: 1, SliceSteps: 1}
+	simple := Geometry{ChunkSteps: protocols.NSteps / 2, SliceSteps: protocols.NSteps / 4}
+	if c == Broadcast || c == Reduce {
+		simple = pipe
+	}
+	r := Algorithm{Algo: Ring, Coll: c, Chunk: nil, WritesOutputOnce: true,
+		Gen:   func(a *Args) Schedule { return Single(gen(a)) },
+		Peers: ringPeers}
+	r.Geometry[protocols.Simple] = simple
+	r.Geometry[protocols.LL] = pipe
+	r.Geometry[protocols.LL128] = pipe
+	return r
+}
+
+// ringPeers are next (sent to) and prev (received from).
+func ringPeers(a *Args) []Link {
+	n := a.NRanks()
+	if n == 1 {
+		return nil
+	}
+	return []Link{{Peer: RingNext(a.Rank, n), Send: true}, {Peer: RingPrev(a.Rank, n)}}
+}
