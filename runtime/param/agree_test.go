@@ -24,7 +24,7 @@ func TestDisagreement(t *testing.T) {
 		{map[string]string{}, map[string]string{}, ""},
 		{map[string]string{"NCCL_ALGO": "Ring"}, map[string]string{"NCCL_ALGO": "ring"}, ""},
 		{map[string]string{"NCCL_BUFFSIZE": "4194304"}, map[string]string{}, ""}, // the default, explicitly
-		{map[string]string{"NCCL_DEBUG": "INFO"}, map[string]string{}, ""},      // may differ
+		{map[string]string{"NCCL_DEBUG": "INFO"}, map[string]string{}, ""},       // may differ
 		{map[string]string{"NCCL_ALGO": "tree"}, map[string]string{"NCCL_ALGO": "ring"},
 			`NCCL_ALGO differs between ranks: "tree" on rank 0 (host-0), "ring" on rank 1 (host-1): every rank of a job must use the same value`},
 		{map[string]string{"NCCL_ALGO": "tree"}, map[string]string{},
