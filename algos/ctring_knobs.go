@@ -2,9 +2,14 @@ package algos
 
 // The knobs of CTRING's auto-tuner (ctring_tune.go): CTRAN's
 // NCCL_CTRAN_ALLREDUCE_RING_* CVARs and cc's CC_CTRING_ARCH, as
-// runtime/param parses them.
+// runtime/param parses them, and the rules that tie several together.
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
 
 // CTRingArch selects CTRAN's tier tables. CTRAN takes them from the GPU
 // (Hopper below CUDA arch 10.0, Default from Blackwell on); cc has no GPU,
@@ -103,4 +108,78 @@ func DefaultCTRingKnobs() CTRingKnobs {
 		QPScalingThMax:          512 << 10,
 		LargeChunkRankThreshold: 32,
 	}
+}
+
+// The variables Check names, as the environment spells them.
+const (
+	ctringVarPrefix       = "NCCL_CTRAN_ALLREDUCE_RING_"
+	ctringVarArch         = "CC_CTRING_ARCH"
+	ctringVarNumBlocks    = ctringVarPrefix + "NUM_THREAD_BLOCKS"
+	ctringVarMaxNumBlocks = ctringVarPrefix + "MAX_NUM_THREAD_BLOCKS"
+	ctringVarBlockSize    = ctringVarPrefix + "THREAD_BLOCK_SIZE"
+	ctringVarChunkSize    = ctringVarPrefix + "TMPBUF_CHUNK_SIZE"
+	ctringVarNumChunks    = ctringVarPrefix + "TMPBUF_NUM_CHUNKS"
+	ctringVarMaxBDP       = ctringVarPrefix + "AUTO_TUNE_MAX_BDP"
+)
+
+// CTRingKnobError is one inconsistency Check found: the variable at fault,
+// its value, and why, naming the other variable involved and what is
+// allowed.
+type CTRingKnobError struct {
+	Name   string
+	Value  int64
+	Reason string
+}
+
+// Error returns "NAME=value: reason".
+func (e *CTRingKnobError) Error() string { return fmt.Sprintf("%s=%d: %s", e.Name, e.Value, e.Reason) }
+
+// Check reports the combinations CTRAN refuses, and one it lets through
+// that our issue calls an error, each as a *CTRingKnobError (several are
+// joined with errors.Join):
+//   - an Arch other than hopper or default;
+//   - NUM_THREAD_BLOCKS above a non-zero MAX_NUM_THREAD_BLOCKS (CTRAN
+//     throws);
+//   - THREAD_BLOCK_SIZE above CTRingBlockSize, the occupancy block size
+//     (CTRAN throws);
+//   - TMPBUF_CHUNK_SIZE x TMPBUF_NUM_CHUNKS, both set, above the max BDP in
+//     force (AUTO_TUNE_MAX_BDP, else the arch's).
+//
+// The QP_SCALING_TH pair has no invalid combination: CTRAN reads MIN < 0,
+// MAX <= 0 and MAX < MIN as "scaling disabled", and so does cc, where the
+// pair has no effect.
+func (k CTRingKnobs) Check() error {
+	var errs []error
+	bad := func(name string, v int64, format string, args ...any) {
+		errs = append(errs, &CTRingKnobError{Name: name, Value: v, Reason: fmt.Sprintf(format, args...)})
+	}
+	if k.Arch != CTRingHopper && k.Arch != CTRingDefault {
+		bad(ctringVarArch, int64(k.Arch), "want %d (hopper) or %d (default)", CTRingHopper, CTRingDefault)
+		return errors.Join(errs...) // the BDP check needs the arch's tables
+	}
+	if k.NumThreadBlocks > 0 && k.MaxNumThreadBlocks > 0 && k.NumThreadBlocks > k.MaxNumThreadBlocks {
+		bad(ctringVarNumBlocks, int64(k.NumThreadBlocks), "above %s=%d (want NUM_THREAD_BLOCKS <= MAX_NUM_THREAD_BLOCKS, or either 0)",
+			ctringVarMaxNumBlocks, k.MaxNumThreadBlocks)
+	}
+	if k.ThreadBlockSize > CTRingBlockSize {
+		bad(ctringVarBlockSize, int64(k.ThreadBlockSize), "above the occupancy block size %d (want 0..%d)", CTRingBlockSize, CTRingBlockSize)
+	}
+	if c, n := k.TmpbufChunkSize, k.TmpbufNumChunks; c > 0 && n > 0 && c > k.maxBDP()/n {
+		source := fmt.Sprintf("%s=%d", ctringVarMaxBDP, k.AutoTuneMaxBDP)
+		if k.AutoTuneMaxBDP <= 0 {
+			source = fmt.Sprintf("the %s arch's, %s=%s", k.Arch, ctringVarArch, k.Arch)
+		}
+		bad(ctringVarChunkSize, c, "times %s=%d is %s bytes, above the max BDP of %d bytes (%s); want chunk size x chunks <= max BDP",
+			ctringVarNumChunks, n, mulString(c, n), k.maxBDP(), source)
+	}
+	return errors.Join(errs...)
+}
+
+// mulString is a x b in decimal, for positive a and b that may overflow.
+func mulString(a, b int64) string {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return fmt.Sprintf("%d x %d", a, b)
+	}
+	return fmt.Sprint(lo)
 }
