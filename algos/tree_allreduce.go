@@ -53,7 +53,7 @@ func TreeAllReduce(rank int, t *Topo, p Part) Schedule {
 	var s Schedule
 	for tr, node := range DoubleTree(t, rank) {
 		off, count := treeHalf(p, tr)
-		s.Lanes = append(s.Lanes, treeLanes(node, uint8(tr), off, count, p.Chunk)...)
+		s.Lanes = append(s.Lanes, treeLanes(node, uint8(tr), off, count, p.Chunk, len(s.Lanes))...)
 	}
 	return s
 }
@@ -83,8 +83,9 @@ func chunks(off, count, chunk int64) iter.Seq2[int64, int64] {
 }
 
 // treeLanes builds node's lanes of one tree for the elements [off,
-// off+count) on connection index conn.
-func treeLanes(node TreeNode, conn uint8, off, count, chunk int64) []Lane {
+// off+count) on connection index conn; they will be the schedule's lanes
+// base, base+1.
+func treeLanes(node TreeNode, conn uint8, off, count, chunk int64, base int) []Lane {
 	nchunks := min(divUp(count, chunk), 1<<16)
 	kids := node.Down
 	if node.Up == NoPeer {
@@ -105,7 +106,7 @@ func treeLanes(node TreeNode, conn uint8, off, count, chunk int64) []Lane {
 			up = append(up, Op{RecvFrom: NoPeer, SendTo: node.Up, Conn: conn, Src: Input, SrcOff: o, Count: n})
 			down = append(down, Op{RecvFrom: node.Up, SendTo: NoPeer, Conn: conn, Dst: Output, DstOff: o, Count: n})
 		}
-		return []Lane{{Ops: up}, {Ops: down}}
+		return []Lane{{Ops: up}, {Ops: down, Waits: downAfterUp(len(down), base)}}
 	}
 
 	// An inner rank adds its Input to its children's partial results on the
@@ -117,7 +118,22 @@ func treeLanes(node TreeNode, conn uint8, off, count, chunk int64) []Lane {
 		down = append(down, Op{RecvFrom: node.Up, SendTo: kids[0], Fan: downFan, Conn: conn,
 			Dst: Output, DstOff: o, Count: n})
 	}
-	return []Lane{{Ops: up}, {Ops: down}}
+	return []Lane{{Ops: up}, {Ops: down, Waits: downAfterUp(len(down), base)}}
+}
+
+// downAfterUp makes the down lane's Op i wait for Op i of the up lane, lane
+// up of the schedule. The
+// wait is always already satisfied when the down value arrives (the root
+// needed this rank's contribution to the chunk), so it costs one atomic
+// load; it states in the schedule, rather than through the other ranks,
+// that a chunk's Input is read before the same chunk's Output is written,
+// which an in-place call relies on (Input and Output are one buffer).
+func downAfterUp(n, up int) []Wait {
+	ws := make([]Wait, n)
+	for i := range ws {
+		ws[i] = Wait{At: i, Lane: up, Done: i + 1}
+	}
+	return ws
 }
 
 // fanOf is the Fan of further peers, or nil when there are none. The lane's

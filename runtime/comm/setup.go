@@ -75,7 +75,9 @@ func containsLink(ls []algos.Link, l algos.Link) bool {
 }
 
 // logGraph prints the ring of every channel (INIT, as before) and, with
-// NCCL_DEBUG_SUBSYS=GRAPH, each collective's algorithm.
+// NCCL_DEBUG_SUBSYS=GRAPH, the hosts, each collective's algorithm and this
+// rank's place in both trees of every channel, numbered as NCCL does
+// (channel c: tree 0 is "Tree c", tree 1 is "Tree c+nchannels").
 func (c *Comm) logGraph() {
 	if c.nranks > 1 {
 		c.infof(param.SubsysInit, "%d channels: ring %d -> %d -> %d", c.nchannels,
@@ -84,9 +86,17 @@ func (c *Comm) logGraph() {
 	if !c.log.Enabled(param.DebugInfo, param.SubsysGraph) {
 		return
 	}
+	host, local := c.topo.Host(c.rank)
+	c.infof(param.SubsysGraph, "%d hosts; rank %d is rank %d of %d on host %d", c.topo.NHosts(), c.rank, local, len(c.topo.Hosts[host]), host)
 	for kind := range algos.Coll(algos.NumColls) {
 		if row := c.algoFor[kind]; row != nil {
 			c.infof(param.SubsysGraph, "%s runs %s", kind, row.Algo)
+		}
+	}
+	trees := algos.DoubleTree(c.topo, c.rank)
+	for ch := range c.nchannels {
+		for t, node := range trees {
+			c.infof(param.SubsysGraph, "%s", node.GraphLine(ch+t*c.nchannels, c.rank))
 		}
 	}
 }

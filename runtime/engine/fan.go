@@ -121,9 +121,10 @@ func (fc *fanConns) compute(t *Task, op *algos.Op, target, local []byte) {
 	}
 }
 
-// combine computes the value of a slice into target: the received slices
-// reduced in peer order, then the local operand (with the pre-operation on
-// Input), as the algos package doc defines.
+// combine computes the value of a slice into target: the local operand
+// (with the pre-operation on Input) reduced with every received slice. The
+// local operand is read first, by the first kernel: target may be the
+// local operand's memory (Output of an in-place call).
 func (fc *fanConns) combine(t *Task, op *algos.Op, target, local []byte) {
 	pre := op.Src == algos.Input && t.Fn != nil && t.Fn.HasPre()
 	switch {
@@ -134,27 +135,21 @@ func (fc *fanConns) combine(t *Task, op *algos.Op, target, local []byte) {
 			copy(target, local)
 		}
 		return
-	case fc.nr == 1 || !op.Reduce:
-		if local != nil && op.Reduce {
-			if pre {
-				t.Fn.ReducePre(target, fc.in[0], local)
-			} else {
-				t.Fn.Reduce(target, fc.in[0], local)
-			}
-			return
-		}
+	case !op.Reduce:
 		copy(target, fc.in[0])
 		return
+	case local != nil && pre:
+		t.Fn.ReducePre(target, fc.in[0], local)
+	case local != nil:
+		t.Fn.Reduce(target, fc.in[0], local)
+	default:
+		t.Fn.Reduce(target, fc.in[0], fc.in[1])
 	}
-	t.Fn.Reduce(target, fc.in[0], fc.in[1])
-	for k := 2; k < fc.nr; k++ {
+	first := 1
+	if local == nil {
+		first = 2
+	}
+	for k := first; k < fc.nr; k++ {
 		t.Fn.Reduce(target, target, fc.in[k])
-	}
-	if local != nil {
-		if pre {
-			t.Fn.ReducePre(target, target, local)
-		} else {
-			t.Fn.Reduce(target, target, local)
-		}
 	}
 }

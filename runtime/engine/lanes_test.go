@@ -42,7 +42,8 @@ func wireUp(n int, links [][3]int, stepBytes int) []keyConns {
 func TestFanAndLanes(t *testing.T) {
 	const n, count, chunk = 3, 40, 8
 	links := [][3]int{{1, 0, 0}, {2, 0, 0}, {0, 1, 0}, {0, 2, 0}}
-	for _, stable := range []bool{false, true} {
+	for _, mode := range []string{"copy", "stable", "in place"} {
+		stable, inPlace := mode == "stable", mode == "in place"
 		cs := wireUp(n, links, 64)
 		fan := &algos.Fan{Recv: []int{2}, Send: []int{2}}
 		var root, up, down []algos.Op
@@ -61,6 +62,9 @@ func TestFanAndLanes(t *testing.T) {
 				binary.LittleEndian.PutUint32(in[4*i:], uint32(100*(r+1)+i))
 			}
 			outs[r] = make([]byte, 4*count)
+			if inPlace {
+				outs[r] = in // the root's fan-in reads and writes one buffer
+			}
 			fn, err := reduce.NewFunc(reduce.Int32, reduce.Avg, n, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -73,18 +77,18 @@ func TestFanAndLanes(t *testing.T) {
 		wg.Wait()
 		for r := range n {
 			if errs[r] != nil {
-				t.Fatalf("stable=%v rank %d: %v", stable, r, errs[r])
+				t.Fatalf("%s rank %d: %v", mode, r, errs[r])
 			}
 			for i := range count {
 				want := int32((100 + 200 + 300 + 3*i) / 3)
 				if got := int32(binary.LittleEndian.Uint32(outs[r][4*i:])); got != want {
-					t.Fatalf("stable=%v rank %d elem %d = %d, want %d", stable, r, i, got, want)
+					t.Fatalf("%s rank %d elem %d = %d, want %d", mode, r, i, got, want)
 				}
 			}
 		}
 		refs := cs[0].send[[2]int{1, 0}].refs + cs[0].send[[2]int{2, 0}].refs
 		if stable != (refs > 0) {
-			t.Errorf("stable=%v: the root sent %d slices by reference", stable, refs)
+			t.Errorf("%s: the root sent %d slices by reference", mode, refs)
 		}
 	}
 }
