@@ -42,6 +42,7 @@ type coll struct {
 	proto    protocols.Proto
 	why      string // why proto
 	plan     *plan
+	control  bool // a Control call: ring, any protocol, not logged
 }
 
 // AllReduce reduces count elements of every rank's send buffer with op and
@@ -84,12 +85,46 @@ func (c *Comm) Reduce(send, recv []byte, count int, dt reduce.DataType, op reduc
 	return c.collective(algos.Reduce, send, recv, count, dt, op, root, count, recvCount)
 }
 
+// Control is a communicator's view for a program's own coordination
+// (cc-perf's barriers, timing reductions and device list), as nccl-tests
+// uses MPI beside the library it measures: its collectives always run the
+// ring with the size's default protocol, whatever NCCL_ALGO and NCCL_PROTO
+// allow for the measured ones, and NCCL_DEBUG=INFO does not list them
+// under COLL. It shares the communicator's connections and failure.
+type Control struct{ c *Comm }
+
+// Control returns the communicator's control view.
+func (c *Comm) Control() Control { return Control{c} }
+
+// AllReduce is Comm.AllReduce on the control path.
+func (x Control) AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error {
+	return x.c.call(true, algos.AllReduce, send, recv, count, dt, op, 0, count, count)
+}
+
+// AllGather is Comm.AllGather on the control path.
+func (x Control) AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error {
+	return x.c.call(true, algos.AllGather, send, recv, sendCount, dt, noOp, 0, sendCount, x.c.nranks*sendCount)
+}
+
+// Broadcast is Comm.Broadcast on the control path.
+func (x Control) Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error {
+	sendCount := 0
+	if x.c.rank == root {
+		sendCount = count
+	}
+	return x.c.call(true, algos.Broadcast, send, recv, count, dt, noOp, root, sendCount, count)
+}
+
 // noOp marks collectives that do not reduce.
 const noOp = reduce.Op(255)
 
 // collective validates a call, then runs it now or queues it in the group.
 func (c *Comm) collective(kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) error {
-	k, err := c.validate(kind, send, recv, count, dt, op, root, sendCount, recvCount)
+	return c.call(false, kind, send, recv, count, dt, op, root, sendCount, recvCount)
+}
+
+func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) error {
+	k, err := c.validate(control, kind, send, recv, count, dt, op, root, sendCount, recvCount)
 	if err != nil {
 		return fmt.Errorf("rank %d: %s: %w", c.rank, kind, err)
 	}
@@ -100,7 +135,7 @@ func (c *Comm) collective(kind algos.Coll, send, recv []byte, count int, dt redu
 	return c.runColls([]*coll{k})
 }
 
-func (c *Comm) validate(kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) (*coll, error) {
+func (c *Comm) validate(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) (*coll, error) {
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -125,7 +160,7 @@ func (c *Comm) validate(kind algos.Coll, send, recv []byte, count int, dt reduce
 	if err := checkBuf("recvbuff", recv, recvCount, dt); err != nil {
 		return nil, err
 	}
-	k := &coll{kind: kind, send: send, recv: recv, count: int64(count), dt: dt, root: root}
+	k := &coll{kind: kind, send: send, recv: recv, count: int64(count), dt: dt, root: root, control: control}
 	if op != noOp {
 		fn, err := c.reduceFunc(dt, op)
 		if err != nil {

@@ -93,6 +93,9 @@ func (e *noAlgoError) Error() string {
 // count.
 func (c *Comm) choose(k *coll) error {
 	row, err := c.algoFor[k.kind], c.algoErr[k.kind]
+	if k.control {
+		row, err = algos.Lookup(algos.Ring, k.kind), nil
+	}
 	if err != nil {
 		e := *err.(*noAlgoError)
 		e.dt = k.dt.String()
@@ -100,14 +103,15 @@ func (c *Comm) choose(k *coll) error {
 	}
 	k.algo = row
 	k.channels = c.channelsFor(k.nbytes)
-	k.proto, k.why = c.protoFor(row, k.kind, k.nbytes)
+	k.proto, k.why = c.protoFor(row, k.kind, k.nbytes, k.control)
 	return nil
 }
 
 // protoFor picks the protocol of a collective of nbytes run by row: the size
 // class's preference, then the others, skipping what the row cannot run and
-// what NCCL_PROTO forbids (pickAlgo made sure one is left).
-func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64) (protocols.Proto, string) {
+// what NCCL_PROTO forbids (pickAlgo made sure one is left; a control call
+// ignores NCCL_PROTO).
+func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64, control bool) (protocols.Proto, string) {
 	order := [3]protocols.Proto{protocols.Simple, protocols.LL128, protocols.LL}
 	why := "above 1 MiB"
 	switch {
@@ -117,6 +121,9 @@ func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64) (pr
 		order, why = [3]protocols.Proto{protocols.LL128, protocols.Simple, protocols.LL}, "8 KiB to 1 MiB"
 	}
 	allowed := c.p.Proto.For(param.Func(kind))
+	if control {
+		allowed = param.AllProtos
+	}
 	for i, p := range order {
 		if !row.Runs(p) || !allowed.Has(paramProto(p)) {
 			continue
@@ -255,7 +262,9 @@ func (c *Comm) runColls(ks []*coll) error {
 	nc := 0
 	for _, k := range ks {
 		k.plan = c.planFor(k)
-		c.logColl(k)
+		if !k.control {
+			c.logColl(k)
+		}
 		nc = max(nc, k.channels)
 	}
 	for ch := 1; ch < nc; ch++ {
