@@ -2,6 +2,12 @@ package protocols
 
 import "fmt"
 
+// NSteps is NCCL_STEPS (NVIDIA/nccl src/include/device.h), a compile-time
+// constant, not a knob: every connection's FIFO has NSteps slots of
+// buffSize/NSteps bytes, whatever the protocol, and chunks and slices are
+// counted in these slots (steps).
+const NSteps = 8
+
 // Proto is a protocol.
 type Proto uint8
 
@@ -115,6 +121,3 @@ func (p Proto) Lines(n int) int {
 	lp := p.LinePayload()
 	return (n + lp - 1) / lp
 }
-
-// NSteps is NCCL_STEPS: the slots of every connection's FIFO.
-const NSteps = 8

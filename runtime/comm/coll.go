@@ -8,7 +8,6 @@ import (
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
@@ -16,11 +15,11 @@ import (
 func (c *Comm) wireStep(p protocols.Proto) int {
 	switch p {
 	case protocols.LL:
-		return c.p.LLBuffSize / engine.NSteps
+		return c.p.LLBuffSize / protocols.NSteps
 	case protocols.LL128:
-		return c.p.LL128BuffSize / engine.NSteps
+		return c.p.LL128BuffSize / protocols.NSteps
 	}
-	return c.p.BuffSize / engine.NSteps
+	return c.p.BuffSize / protocols.NSteps
 }
 
 // payloadStep is the payload one FIFO slot of protocol p carries.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // knob is one row of the table: everything about one variable.
@@ -20,17 +22,14 @@ type knob struct {
 
 // Limits used by the table.
 const (
-	// NCCLSteps is NCCL_STEPS, the slots of every connection FIFO
-	// (NCCL device.h, a compile-time constant, not a knob).
-	NCCLSteps = 8
 	// MaxChannelCount is NCCL's MAXCHANNELS, the ceiling of every channel
 	// knob.
 	MaxChannelCount = 64
-	// buffSizeQuantum is NCCLSteps x 128: each FIFO slot (buffSize/8) must
-	// hold whole 128-byte LL128 lines, which also makes it a multiple of the
-	// 16-byte LL line and the 8-byte flag word. NCCL's defaults satisfy it:
+	// buffSizeQuantum is NCCL_STEPS (8) x 128: each FIFO slot (buffSize/8)
+	// must hold whole 128-byte LL128 lines, which also makes it a multiple of
+	// the 16-byte LL line and the 8-byte flag word. NCCL's defaults satisfy it:
 	// 4194304 = 4096 x 1024, 524288 = 512 x 1024, 4915200 = 4800 x 1024.
-	buffSizeQuantum = NCCLSteps * 128
+	buffSizeQuantum = protocols.NSteps * protocols.LL128LineBytes
 	// maxBuffSize caps a FIFO at 1 GiB: one is allocated per connection,
 	// channel and protocol, so larger values only exhaust memory.
 	maxBuffSize = 1 << 30
@@ -188,7 +187,7 @@ func buffSizeKnob(name, def, doc string, field func(*Params) *int) knob {
 	return knob{
 		name: name, kind: KindInt, def: def, doc: doc,
 		allowed: fmt.Sprintf("a positive multiple of %d bytes (so each of the %d FIFO slots holds whole 128-byte LL128 lines), at most %d",
-			buffSizeQuantum, NCCLSteps, maxBuffSize),
+			buffSizeQuantum, protocols.NSteps, maxBuffSize),
 		parse: func(p *Params, v string) error {
 			n, err := strconv.Atoi(v)
 			switch {
@@ -196,7 +195,7 @@ func buffSizeKnob(name, def, doc string, field func(*Params) *int) knob {
 				return errors.New("want a positive integer number of bytes")
 			case n%buffSizeQuantum != 0:
 				return fmt.Errorf("want a multiple of %d bytes: each of the %d FIFO slots (size/%d) must hold whole 128-byte LL128 lines (nearest: %s)",
-					buffSizeQuantum, NCCLSteps, NCCLSteps, nearestMultiples(n, buffSizeQuantum))
+					buffSizeQuantum, protocols.NSteps, protocols.NSteps, nearestMultiples(n, buffSizeQuantum))
 			case n > maxBuffSize:
 				return fmt.Errorf("want at most %d bytes (one FIFO per connection, channel and protocol)", maxBuffSize)
 			}

@@ -63,7 +63,7 @@ func TestEmptySlice(t *testing.T) {
 	segs := openGroup(t, testOptions(t, 2))
 	for _, p := range allProtos {
 		send, recv := pairConns(t, segs, p)
-		for i := 0; i < 3*engine.NSteps; i++ { // around the FIFO a few times
+		for i := 0; i < 3*protocols.NSteps; i++ { // around the FIFO a few times
 			if _, err := send.Acquire(1); err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +219,7 @@ func TestFailWakesSleepers(t *testing.T) {
 			}
 
 			// Fill the FIFO; the next slice waits for a slot.
-			for i := 0; i < engine.NSteps; i++ {
+			for i := 0; i < protocols.NSteps; i++ {
 				if _, err := send.Acquire(1); err != nil {
 					t.Fatal(err)
 				}
@@ -339,7 +339,7 @@ func TestLLWrap(t *testing.T) {
 	segs := openGroup(t, testOptions(t, 2))
 	send, recv := pairConns(t, segs, protocols.LL)
 	start := uint64(1<<32 - 100)
-	for i := 0; i < engine.NSteps; i++ { // as rewritten at steps 0xfffffff8-0x100000000+... one period earlier
+	for i := 0; i < protocols.NSteps; i++ { // as rewritten at steps 0xfffffff8-0x100000000+... one period earlier
 		protocols.LLFill(recv.slot(uint64(i)), protocols.LLFlag(1<<31-8+uint64(i)))
 	}
 	send.step, send.cache, recv.step, recv.cache = start, start, start, start

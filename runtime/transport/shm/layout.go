@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/protocols"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
 // A segment is laid out as
@@ -86,16 +85,16 @@ func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry,
 		return g, fmt.Errorf("channel count %d: want 1..%d", channels, 1<<16)
 	}
 	for p := protocols.Proto(0); int(p) < protocols.NumProtos; p++ {
-		step := buff[p] / engine.NSteps
+		step := buff[p] / protocols.NSteps
 		if p.Payload(step) < 1 {
 			return g, fmt.Errorf("%s buffer size %d (%s): want at least %d bytes (%d steps of one %d-byte line)",
-				p, buff[p], protoKnob[p], engine.NSteps*p.LineBytes(), engine.NSteps, p.LineBytes())
+				p, buff[p], protoKnob[p], protocols.NSteps*p.LineBytes(), protocols.NSteps, p.LineBytes())
 		}
 		if buff[p] > 1<<34 {
 			return g, fmt.Errorf("%s buffer size %d (%s): want at most %d bytes", p, buff[p], protoKnob[p], 1<<34)
 		}
 		g.stepBytes[p] = step / p.LineBytes() * p.LineBytes()
-		g.fifoBytes[p] = roundUp(engine.NSteps*g.stepBytes[p], pageSize)
+		g.fifoBytes[p] = roundUp(protocols.NSteps*g.stepBytes[p], pageSize)
 		g.pairBytes += g.fifoBytes[p]
 	}
 	g.headerBytes = roundUp(hOwners+nranks*ownerBytes, pageSize)

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/protocols"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
 func TestGeometryNoOverlap(t *testing.T) {
@@ -45,11 +44,11 @@ func TestGeometryNoOverlap(t *testing.T) {
 						if f%pageSize != 0 {
 							t.Errorf("%+v: FIFO (%d,%d->%d,%v) at %d, not page aligned", tc, ch, from, to, p, f)
 						}
-						if g.stepBytes[p]%p.LineBytes() != 0 || p.Payload(g.stepBytes[p]) != p.Payload(tc.buff[p]/engine.NSteps) {
+						if g.stepBytes[p]%p.LineBytes() != 0 || p.Payload(g.stepBytes[p]) != p.Payload(tc.buff[p]/protocols.NSteps) {
 							t.Errorf("%+v: %v step %d bytes (payload %d), want whole lines carrying Payload(%d) = %d",
-								tc, p, g.stepBytes[p], p.Payload(g.stepBytes[p]), tc.buff[p]/engine.NSteps, p.Payload(tc.buff[p]/engine.NSteps))
+								tc, p, g.stepBytes[p], p.Payload(g.stepBytes[p]), tc.buff[p]/protocols.NSteps, p.Payload(tc.buff[p]/protocols.NSteps))
 						}
-						fifos = append(fifos, span{f, f + int64(engine.NSteps*g.stepBytes[p])})
+						fifos = append(fifos, span{f, f + int64(protocols.NSteps*g.stepBytes[p])})
 					}
 				}
 			}

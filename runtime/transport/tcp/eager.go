@@ -104,8 +104,8 @@ type EagerSendConn struct {
 
 func newEagerSendConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string) *EagerSendConn {
 	return &EagerSendConn{proto: p, socks: socks, peer: peer, stepBytes: stepBytes,
-		stage: make([]byte, engine.NSteps*p.Payload(stepBytes)),
-		wire:  make([]byte, engine.NSteps*stepBytes)}
+		stage: make([]byte, protocols.NSteps*p.Payload(stepBytes)),
+		wire:  make([]byte, protocols.NSteps*stepBytes)}
 }
 
 // Acquire implements engine.SendConn: a staging buffer for the payload of
