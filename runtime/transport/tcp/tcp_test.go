@@ -204,6 +204,23 @@ func TestPeerDeath(t *testing.T) {
 	}
 }
 
+// TestStreamID pins the handshake's channel field: channel<<2 | 0, 1 or 2
+// for Simple, LL and LL128 (handshake version 1).
+func TestStreamID(t *testing.T) {
+	for _, tc := range []struct {
+		channel int
+		p       protocols.Proto
+		want    int32
+	}{
+		{0, protocols.Simple, 0}, {0, protocols.LL, 1}, {0, protocols.LL128, 2},
+		{3, protocols.Simple, 12}, {3, protocols.LL, 13}, {3, protocols.LL128, 14},
+	} {
+		if got := streamID(tc.channel, tc.p); got != tc.want {
+			t.Errorf("streamID(%d, %v) = %d, want %d", tc.channel, tc.p, got, tc.want)
+		}
+	}
+}
+
 // TestCloseWhileAccepting: Close ends an Accept that no peer will satisfy.
 func TestCloseWhileAccepting(t *testing.T) {
 	_, b, _ := pair(t, 1, nil)
