@@ -329,14 +329,14 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	for {
 		e := &r.ent[r.hseq%protocols.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
-			if wn := wireBytes(c.proto, nbytes); e.nsteps != nsteps || e.size != wn {
+			if wn := protocols.WireBytes(c.proto, nbytes); e.nsteps != nsteps || e.size != wn {
 				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, wn, nsteps)
 			}
 			wire := r.slot(e.step, e.nsteps)[:e.size]
 			if c.proto == protocols.Simple {
 				return wire, nil
 			}
-			if err := decodeLines(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
+			if err := protocols.DecodeWire(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
 				return nil, fmt.Errorf("%s: %w", c.peer, err)
 			}
 			return c.stage[:nbytes], nil

@@ -285,23 +285,3 @@ func TestProtocolsRoundTrip(t *testing.T) {
 		}
 	}
 }
-
-// TestLinesCatchWrongFlags: a line whose flag is not the step's is an error.
-func TestLinesCatchWrongFlags(t *testing.T) {
-	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
-		src := payload(3, 300)
-		wire := make([]byte, wireBytes(p, len(src)))
-		encodeLines(p, wire, src, 5)
-		dst := make([]byte, len(src))
-		if err := decodeLines(p, dst, wire, len(src), 5); err != nil || !bytes.Equal(dst, src) {
-			t.Fatalf("%s: round trip: %v", p, err)
-		}
-		if err := decodeLines(p, dst, wire, len(src), 6); err == nil {
-			t.Errorf("%s: a stale flag was accepted", p)
-		}
-		wire[len(wire)-1] ^= 0x80 // the last line's flag (LL: flag2's top byte)
-		if err := decodeLines(p, dst, wire, len(src), 5); err == nil {
-			t.Errorf("%s: a corrupted flag was accepted", p)
-		}
-	}
-}
