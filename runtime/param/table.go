@@ -62,9 +62,9 @@ var knobs = append([]knob{
 			return err
 		},
 	},
-	buffSizeKnob("NCCL_BUFFSIZE", "4194304", "bytes of one Simple-protocol connection FIFO", func(p *Params) *int { return &p.BuffSize }),
-	buffSizeKnob("NCCL_LL_BUFFSIZE", "524288", "bytes of one LL-protocol connection FIFO", func(p *Params) *int { return &p.LLBuffSize }),
-	buffSizeKnob("NCCL_LL128_BUFFSIZE", "4915200", "bytes of one LL128-protocol connection FIFO", func(p *Params) *int { return &p.LL128BuffSize }),
+	buffSizeKnob("NCCL_BUFFSIZE", protocols.Simple, func(p *Params) *int { return &p.BuffSize }),
+	buffSizeKnob("NCCL_LL_BUFFSIZE", protocols.LL, func(p *Params) *int { return &p.LLBuffSize }),
+	buffSizeKnob("NCCL_LL128_BUFFSIZE", protocols.LL128, func(p *Params) *int { return &p.LL128BuffSize }),
 	channelKnob("NCCL_MIN_NCHANNELS", "minimum number of channels", func(p *Params) *int { return &p.minNChannels }),
 	channelKnob("NCCL_MAX_NCHANNELS", "maximum number of channels", func(p *Params) *int { return &p.maxNChannels }),
 	channelKnob("NCCL_MIN_NRINGS", "old name of NCCL_MIN_NCHANNELS, which wins when both are set", func(p *Params) *int { return &p.minNRings }),
@@ -183,9 +183,12 @@ func channelKnob(name, doc string, field func(*Params) *int) knob {
 	return intKnob(name, "", 1, MaxChannelCount, doc, func(p *Params, n int) { *field(p) = n })
 }
 
-func buffSizeKnob(name, def, doc string, field func(*Params) *int) knob {
+// buffSizeKnob is the FIFO size of protocol pr; its default is NCCL's,
+// pr.DefaultBuffSize().
+func buffSizeKnob(name string, pr protocols.Proto, field func(*Params) *int) knob {
 	return knob{
-		name: name, kind: KindInt, def: def, doc: doc,
+		name: name, kind: KindInt, def: strconv.Itoa(pr.DefaultBuffSize()),
+		doc: fmt.Sprintf("bytes of one %s-protocol connection FIFO", pr),
 		allowed: fmt.Sprintf("a positive multiple of %d bytes (so each of the %d FIFO slots holds whole 128-byte LL128 lines), at most %d",
 			buffSizeQuantum, protocols.NSteps, maxBuffSize),
 		parse: func(p *Params, v string) error {
