@@ -11,19 +11,10 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
-// wireStep is the bytes of one FIFO slot of protocol p (its buffer / 8).
-func (c *Comm) wireStep(p protocols.Proto) int {
-	switch p {
-	case protocols.LL:
-		return c.p.LLBuffSize / protocols.NSteps
-	case protocols.LL128:
-		return c.p.LL128BuffSize / protocols.NSteps
-	}
-	return c.p.BuffSize / protocols.NSteps
-}
-
 // payloadStep is the payload one FIFO slot of protocol p carries.
-func (c *Comm) payloadStep(p protocols.Proto) int { return p.Payload(c.wireStep(p)) }
+func (c *Comm) payloadStep(p protocols.Proto) int {
+	return p.Payload(c.p.BuffSizeFor(p) / protocols.NSteps)
+}
 
 // coll is one validated collective call.
 type coll struct {
