@@ -23,7 +23,7 @@ type fifo struct {
 const pollLimit = 50_000_000
 
 func (f *fifo) slot(step uint64) []uint64 {
-	return f.words[int(step%ncclSteps)*f.stepWords:][:f.stepWords]
+	return f.words[int(step%NSteps)*f.stepWords:][:f.stepWords]
 }
 
 func stepPayloadBytes(step uint64, n int) []byte {
@@ -36,7 +36,7 @@ func stepPayloadBytes(step uint64, n int) []byte {
 
 func runFIFO(t *testing.T, p Proto, stepLines, steps int) {
 	lw := p.LineBytes() / 8
-	f := &fifo{words: make([]uint64, ncclSteps*stepLines*lw), stepWords: stepLines * lw}
+	f := &fifo{words: make([]uint64, NSteps*stepLines*lw), stepWords: stepLines * lw}
 	maxBytes := stepLines * p.LinePayload()
 	size := func(step uint64) int { return 1 + int(step*2654435761%uint64(maxBytes)) }
 	var wg sync.WaitGroup
@@ -45,7 +45,7 @@ func runFIFO(t *testing.T, p Proto, stepLines, steps int) {
 	go func() { // sender
 		defer wg.Done()
 		for s := uint64(0); s < uint64(steps); s++ {
-			for i := 0; f.head.Load()+ncclSteps <= s; i++ {
+			for i := 0; f.head.Load()+NSteps <= s; i++ {
 				if i == pollLimit {
 					errc <- fmt.Errorf("sender: step %d never freed", s)
 					return

@@ -1,15 +1,20 @@
 // Package protocols describes NCCL's three protocols, Simple, LL and LL128:
-// their buffer sizes, how much payload one FIFO step carries, their chunk
-// grain, and the line formats LL and LL128 write into shared memory.
+// their numbering (Proto, in NCCL's order), the FIFO depth NSteps, their
+// buffer sizes, how much payload one FIFO step carries, their chunk grain,
+// and the line formats of LL and LL128 in two forms: words, as they are
+// stored into shared memory, and bytes, as they travel on a stream.
 //
 // The package is pure: no I/O, no goroutines. The shared-memory transport
-// (runtime/transport/shm) calls the encode and decode functions on its
-// mapped FIFO slots; tests and fuzz targets call them on ordinary slices.
+// (runtime/transport/shm) calls the word encode and decode functions
+// (LLEncode, LL128Decode, ...) on its mapped FIFO slots; the TCP transport
+// (runtime/transport/tcp) calls the stream forms (WireBytes, EncodeWire,
+// DecodeWire) on its frames; tests and fuzz targets call both on ordinary
+// slices, and check that they agree.
 //
 // # Steps and payload
 //
-// A connection's FIFO has NCCL_STEPS = 8 slots of stepBytes = buffSize/8
-// bytes, buffSize being NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE or
+// A connection's FIFO has NSteps (NCCL_STEPS = 8) slots of stepBytes =
+// buffSize/8 bytes, buffSize being NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE or
 // NCCL_LL128_BUFFSIZE. Proto.Payload says how many payload bytes one slot
 // carries once the protocol's flags are paid for:
 //

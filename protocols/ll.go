@@ -13,9 +13,6 @@ const (
 	LLLinePayload = 8
 )
 
-// ncclSteps is NCCL_STEPS, the number of slots of a FIFO.
-const ncclSteps = 8
-
 // llFlagBits is the width of an LL flag. Tests run the same arithmetic with
 // narrower flags to reach the wraparound in a few hundred steps.
 const llFlagBits = 32
@@ -35,7 +32,7 @@ func llFlag(step uint64, bits uint) uint64 { return (step + 1) & (1<<bits - 1) }
 func LLClean(step uint64) bool { return llClean(step, llFlagBits) }
 
 func llClean(step uint64, bits uint) bool {
-	m := uint64(1)<<(bits-1) - ncclSteps
+	m := uint64(1)<<(bits-1) - NSteps
 	return step&m == m
 }
 

@@ -154,7 +154,7 @@ func FuzzLL128Interleaving(f *testing.F) {
 		if len(payload) == 0 || len(payload) > 2048 {
 			return
 		}
-		newFlag, oldFlag := LL128Flag(step), LL128Flag(step-ncclSteps)
+		newFlag, oldFlag := LL128Flag(step), LL128Flag(step-NSteps)
 		oldMem, newMem := ll128Pair(old, payload, oldFlag, newFlag)
 		cut := func(l int) int {
 			if len(cuts) == 0 {

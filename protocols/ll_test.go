@@ -206,7 +206,7 @@ func FuzzLLInterleaving(f *testing.F) {
 		if len(payload) == 0 || len(payload) > 512 {
 			return
 		}
-		a := (uint64(age)%(1<<28) + 1) * ncclSteps // same slot, at most 2^31 steps old
+		a := (uint64(age)%(1<<28) + 1) * NSteps // same slot, at most 2^31 steps old
 		newFlag, oldFlag := LLFlag(step), LLFlag(step-a)
 		oldMem, newMem := llPair(old, payload, oldFlag, newFlag)
 		for k := 0; k <= len(oldMem); k++ { // the sender has stored words [0, k)
@@ -231,16 +231,16 @@ type llSlice struct{ nsteps, nbytes int }
 // lines it needs; simulateLL reports the first such line that would look
 // ready with stale data. clean selects LLClean's rewriting.
 func simulateLL(bits uint, stepLines int, slices []llSlice, clean bool) error {
-	fifo := make([]uint64, ncclSteps*stepLines*LLLineWords)
+	fifo := make([]uint64, NSteps*stepLines*LLLineWords)
 	stepPayload := stepLines * LLLinePayload
-	src := make([]byte, ncclSteps*stepPayload)
+	src := make([]byte, NSteps*stepPayload)
 	var step uint64
 	for _, sl := range slices {
 		for pass := 0; pass < 2; pass++ { // pass 0: the receiver polls; pass 1: the sender writes
 			for k := 0; k < sl.nsteps; k++ {
 				s := step + uint64(k)
 				flag := uint32(llFlag(s, bits))
-				slot := fifo[int(s%ncclSteps)*stepLines*LLLineWords:][:stepLines*LLLineWords]
+				slot := fifo[int(s%NSteps)*stepLines*LLLineWords:][:stepLines*LLLineWords]
 				n := min(max(sl.nbytes-k*stepPayload, 0), stepPayload)
 				lines := LLLines(n)
 				if k == 0 && lines == 0 {
@@ -249,7 +249,7 @@ func simulateLL(bits uint, stepLines int, slices []llSlice, clean bool) error {
 				if pass == 0 {
 					for l := 0; l < lines; l++ {
 						if LLReady(slot[l*LLLineWords:], flag) {
-							return fmt.Errorf("step %d (slot %d) line %d: stale line looks ready (flag %#x)", s, s%ncclSteps, l, flag)
+							return fmt.Errorf("step %d (slot %d) line %d: stale line looks ready (flag %#x)", s, s%NSteps, l, flag)
 						}
 					}
 					continue
@@ -276,7 +276,7 @@ func simulateLL(bits uint, stepLines int, slices []llSlice, clean bool) error {
 func randomSlices(r *rand.Rand, count, stepLines int) []llSlice {
 	out := make([]llSlice, count)
 	for i := range out {
-		ns := 1 + r.IntN(ncclSteps)
+		ns := 1 + r.IntN(NSteps)
 		limit := ns * stepLines * LLLinePayload
 		var nb int
 		switch x := r.IntN(100); {

@@ -2,20 +2,28 @@ package protocols
 
 import "fmt"
 
-// Proto is a protocol.
+// NSteps is NCCL_STEPS (NVIDIA/nccl src/include/device.h), a compile-time
+// constant, not a knob: every connection's FIFO has NSteps slots of
+// buffSize/NSteps bytes, whatever the protocol, and chunks and slices are
+// counted in these slots (steps).
+const NSteps = 8
+
+// Proto is a protocol, numbered in NCCL's order (NCCL_PROTO_LL = 0,
+// NCCL_PROTO_LL128 = 1, NCCL_PROTO_SIMPLE = 2), so that it indexes NCCL's
+// [algo][proto] tables and NCCL_PROTO's bit sets the way NCCL's does.
 type Proto uint8
 
 // The protocols.
 const (
-	Simple Proto = iota
-	LL
+	LL Proto = iota
 	LL128
+	Simple
 
 	// NumProtos is the number of protocols.
-	NumProtos = int(LL128) + 1
+	NumProtos = int(Simple) + 1
 )
 
-var names = [NumProtos]string{"Simple", "LL", "LL128"}
+var names = [NumProtos]string{LL: "LL", LL128: "LL128", Simple: "Simple"}
 
 // String returns NCCL's name for the protocol: "Simple", "LL" or "LL128".
 func (p Proto) String() string {
@@ -115,6 +123,3 @@ func (p Proto) Lines(n int) int {
 	lp := p.LinePayload()
 	return (n + lp - 1) / lp
 }
-
-// NSteps is NCCL_STEPS: the slots of every connection's FIFO.
-const NSteps = 8

@@ -131,7 +131,7 @@ func (ch *channel) sendTo(peer int, p protocols.Proto, conn int) (sender, error)
 			c.infof(param.SubsysSHM, "%s: rank %d -> rank %d via SHM %s, protocol %s%s", ch.name(), c.rank, peer, c.seg.Name(), p, connName(conn))
 			return sc, nil
 		}
-		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, tcpSet(ch.id, conn), p, c.wireStep(p))
+		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, tcpSet(ch.id, conn), p, c.p.BuffSizeFor(p)/protocols.NSteps)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +152,7 @@ func (ch *channel) recvFrom(peer int, p protocols.Proto, conn int) (receiver, er
 			}
 			return rc, nil
 		}
-		rc, err := c.tr.Accept(c.ctx, peer, tcpSet(ch.id, conn), p, c.wireStep(p))
+		rc, err := c.tr.Accept(c.ctx, peer, tcpSet(ch.id, conn), p, c.p.BuffSizeFor(p)/protocols.NSteps)
 		if err != nil {
 			return nil, err
 		}

@@ -8,23 +8,13 @@ import (
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
-// wireStep is the bytes of one FIFO slot of protocol p (its buffer / 8).
-func (c *Comm) wireStep(p protocols.Proto) int {
-	switch p {
-	case protocols.LL:
-		return c.p.LLBuffSize / engine.NSteps
-	case protocols.LL128:
-		return c.p.LL128BuffSize / engine.NSteps
-	}
-	return c.p.BuffSize / engine.NSteps
-}
-
 // payloadStep is the payload one FIFO slot of protocol p carries.
-func (c *Comm) payloadStep(p protocols.Proto) int { return p.Payload(c.wireStep(p)) }
+func (c *Comm) payloadStep(p protocols.Proto) int {
+	return p.Payload(c.p.BuffSizeFor(p) / protocols.NSteps)
+}
 
 // coll is one validated collective call.
 type coll struct {

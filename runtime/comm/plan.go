@@ -37,8 +37,8 @@ const minChannelBytes = 512 << 10
 // a protocol NCCL_PROTO allows. It is NCCL's "No algorithm/protocol
 // available" error otherwise: a call fails, not the communicator.
 func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
-	allowed := p.Algo.For(param.Func(kind))
-	protos := p.Proto.For(param.Func(kind))
+	allowed := p.Algo.For(kind)
+	protos := p.Proto.For(kind)
 	var implemented []string
 	for _, a := range algoOrder {
 		row := algos.Lookup(a, kind)
@@ -46,11 +46,11 @@ func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
 			continue
 		}
 		implemented = append(implemented, a.String())
-		if !allowed.Has(param.Algo(a)) {
+		if !allowed.Has(a) {
 			continue
 		}
 		for pr := range protocols.Proto(protocols.NumProtos) {
-			if row.Runs(pr) && protos.Has(paramProto(pr)) {
+			if row.Runs(pr) && protos.Has(pr) {
 				return row, nil
 			}
 		}
@@ -120,12 +120,12 @@ func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64, con
 	case nbytes <= ll128MaxBytes:
 		order, why = [3]protocols.Proto{protocols.LL128, protocols.Simple, protocols.LL}, "8 KiB to 1 MiB"
 	}
-	allowed := c.p.Proto.For(param.Func(kind))
+	allowed := c.p.Proto.For(kind)
 	if control {
 		allowed = param.AllProtos
 	}
 	for i, p := range order {
-		if !row.Runs(p) || !allowed.Has(paramProto(p)) {
+		if !row.Runs(p) || !allowed.Has(p) {
 			continue
 		}
 		if i > 0 {
@@ -160,16 +160,6 @@ func joinNames(names []string) string {
 		s += n
 	}
 	return s
-}
-
-func paramProto(p protocols.Proto) param.Proto {
-	switch p {
-	case protocols.LL:
-		return param.ProtoLL
-	case protocols.LL128:
-		return param.ProtoLL128
-	}
-	return param.ProtoSimple
 }
 
 // channelsFor is the number of channels a collective of nbytes uses: the

@@ -5,9 +5,9 @@
 // each Op into slices and moves them through the connections a transport
 // provides, NCCL-style:
 //
-//   - every connection has a FIFO of NCCL_STEPS = 8 slots; a slot carries
-//     StepPayload bytes of data (buffSize/8 for Simple; less for LL and
-//     LL128, whose lines carry flags);
+//   - every connection has a FIFO of protocols.NSteps (NCCL_STEPS = 8)
+//     slots; a slot carries StepPayload bytes of data (buffSize/8 for
+//     Simple; less for LL and LL128, whose lines carry flags);
 //   - a chunk is ChunkSteps slots, a slice SliceSteps slots, as in NCCL's
 //     collectives.h (the algorithm table in algos says which per protocol);
 //   - an Op of nelem elements is cut into slices of
@@ -36,9 +36,6 @@ import (
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
-
-// NSteps is NCCL_STEPS: the number of slots in every connection's FIFO.
-const NSteps = protocols.NSteps
 
 // SendConn is the sending end of one FIFO connection to a peer.
 type SendConn interface {
@@ -109,7 +106,7 @@ func Run(t *Task, conns Conns) error {
 
 // checkGeometry validates the FIFO geometry of a task.
 func checkGeometry(t *Task) error {
-	if t.StepPayload < t.Type.Size() || t.SliceSteps < 1 || t.ChunkSteps < t.SliceSteps || t.SliceSteps > NSteps {
+	if t.StepPayload < t.Type.Size() || t.SliceSteps < 1 || t.ChunkSteps < t.SliceSteps || t.SliceSteps > protocols.NSteps {
 		return fmt.Errorf("engine: bad task geometry: step %d bytes, chunk %d steps, slice %d steps", t.StepPayload, t.ChunkSteps, t.SliceSteps)
 	}
 	return nil

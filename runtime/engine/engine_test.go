@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
@@ -33,8 +34,8 @@ func TestSliceElems(t *testing.T) {
 	}
 }
 
-// memConn is an in-memory FIFO pair with NSteps slots, checking that the
-// engine never holds more than NSteps steps and that nsteps agree.
+// memConn is an in-memory FIFO pair with protocols.NSteps slots, checking
+// that the engine never holds more than NSteps steps and that nsteps agree.
 type memConn struct {
 	stepBytes int
 	slices    chan memSlice
@@ -50,7 +51,7 @@ type memSlice struct {
 }
 
 func newMemConn(stepBytes int) *memConn {
-	return &memConn{stepBytes: stepBytes, slices: make(chan memSlice, NSteps)}
+	return &memConn{stepBytes: stepBytes, slices: make(chan memSlice, protocols.NSteps)}
 }
 
 func (c *memConn) Acquire(nsteps int) ([]byte, error) {

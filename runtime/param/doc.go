@@ -8,7 +8,7 @@
 //	if err != nil {
 //		return err // e.g. NCCL_BUFFSIZE="abc": want a positive integer number of bytes
 //	}
-//	algos := p.AlgosFor(param.FuncAllReduce) // what NCCL_ALGO allows for all-reduce
+//	allowed := p.AlgosFor(algos.AllReduce) // what NCCL_ALGO allows for all-reduce
 //
 // Load is pure: it sees the environment only through its lookup argument,
 // so tests pass a map. It never falls back silently: every bad value is an
@@ -36,11 +36,16 @@
 //
 // Algorithms are NCCL's tree, ring, collnetdirect, collnetchain, nvls,
 // nvlstree and pat, plus ctring (the CTRAN ring all-reduce); protocols are
-// ll, ll128 and simple. This package only records what the user allows;
-// whether an algorithm exists for a collective, and the error when the user
-// forced one that does not, belong to the communicator, which can tell a
-// forced row from a default one with AlgoMatrix.Forced and quote the
-// variable from AlgoMatrix.Raw.
+// ll, ll128 and simple. The tokens are the lower-case names of the shared
+// vocabulary, algos.Coll, algos.Algo and protocols.Proto, which the
+// matrices, AlgoSet and ProtoSet are indexed by. This package only records
+// what the user allows; whether an algorithm exists for a collective, and
+// the error when the user forced one that does not, belong to the
+// communicator, which can tell a forced row from a default one with
+// AlgoMatrix.Forced and quote the variable from AlgoMatrix.Raw.
+//
+// Like algos and protocols, param is a leaf: it imports only the standard
+// library and those two leaves, whose vocabulary it shares.
 //
 // Where NCCL is lenient we are strict, and say so in the message: unknown
 // tokens, empty list elements, a lone '^', bool knobs other than 0 or 1,

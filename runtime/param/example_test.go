@@ -3,6 +3,7 @@ package param_test
 import (
 	"fmt"
 
+	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/runtime/param"
 )
 
@@ -17,8 +18,8 @@ func ExampleLoad() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(p.AlgosFor(param.FuncAllReduce), p.AlgosFor(param.FuncAllGather), p.ProtosFor(param.FuncAllReduce))
-	fmt.Println(p.Algo.Forced(param.FuncBroadcast), p.MinChannels, p.MaxChannels, p.BuffSize)
+	fmt.Println(p.AlgosFor(algos.AllReduce), p.AlgosFor(algos.AllGather), p.ProtosFor(algos.AllReduce))
+	fmt.Println(p.Algo.Forced(algos.Broadcast), p.MinChannels, p.MaxChannels, p.BuffSize)
 	// Output:
 	// tree,ctring ring ll,simple
 	// true 4 4 4194304

@@ -3,6 +3,8 @@ package param
 import (
 	"strings"
 	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
 )
 
 // FuzzParseAlgoList: no panics; whatever parses has no empty forced row, and
@@ -20,10 +22,10 @@ func FuzzParseAlgoList(f *testing.F) {
 			}
 			return
 		}
-		checkRoundTrip(t, s, m.String(), func(f Func) (uint32, bool) { return uint32(m.For(f)), m.Forced(f) },
-			func(c string) (func(Func) (uint32, bool), error) {
+		checkRoundTrip(t, s, m.String(), func(f algos.Coll) (uint32, bool) { return uint32(m.For(f)), m.Forced(f) },
+			func(c string) (func(algos.Coll) (uint32, bool), error) {
 				m2, err := ParseAlgoList(c)
-				return func(f Func) (uint32, bool) { return uint32(m2.For(f)), m2.Forced(f) }, err
+				return func(f algos.Coll) (uint32, bool) { return uint32(m2.For(f)), m2.Forced(f) }, err
 			})
 	})
 }
@@ -39,15 +41,15 @@ func FuzzParseProtoList(f *testing.F) {
 		if err != nil {
 			return
 		}
-		checkRoundTrip(t, s, m.String(), func(f Func) (uint32, bool) { return uint32(m.For(f)), m.Forced(f) },
-			func(c string) (func(Func) (uint32, bool), error) {
+		checkRoundTrip(t, s, m.String(), func(f algos.Coll) (uint32, bool) { return uint32(m.For(f)), m.Forced(f) },
+			func(c string) (func(algos.Coll) (uint32, bool), error) {
 				m2, err := ParseProtoList(c)
-				return func(f Func) (uint32, bool) { return uint32(m2.For(f)), m2.Forced(f) }, err
+				return func(f algos.Coll) (uint32, bool) { return uint32(m2.For(f)), m2.Forced(f) }, err
 			})
 	})
 }
 
-func checkRoundTrip(t *testing.T, in, canon string, got func(Func) (uint32, bool), reparse func(string) (func(Func) (uint32, bool), error)) {
+func checkRoundTrip(t *testing.T, in, canon string, got func(algos.Coll) (uint32, bool), reparse func(string) (func(algos.Coll) (uint32, bool), error)) {
 	t.Helper()
 	if strings.TrimSpace(in) != "" && canon == "" {
 		t.Fatalf("%q parsed but its canonical form is empty", in)
@@ -56,7 +58,7 @@ func checkRoundTrip(t *testing.T, in, canon string, got func(Func) (uint32, bool
 	if err != nil {
 		t.Fatalf("%q parsed, but its canonical form %q does not: %v", in, canon, err)
 	}
-	for f := range Func(NumFuncs) {
+	for f := range algos.Coll(algos.NumColls) {
 		row, forced := got(f)
 		if row == 0 {
 			t.Errorf("%q: row %v is empty", in, f)

@@ -4,113 +4,27 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
-// Func is a collective function, the row index of the NCCL_ALGO and
-// NCCL_PROTO matrices. The order is NCCL's (ncclFunc_t).
-type Func int
-
-// The collective functions NCCL_ALGO and NCCL_PROTO can name in a prefix.
-const (
-	FuncBroadcast Func = iota
-	FuncReduce
-	FuncAllGather
-	FuncReduceScatter
-	FuncAllReduce
-
-	// NumFuncs is the number of collective functions.
-	NumFuncs = int(FuncAllReduce) + 1
-)
-
-var funcNames = [NumFuncs]string{"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"}
-
-// String returns NCCL's name for the function, e.g. "AllReduce".
-func (f Func) String() string {
-	if f < 0 || int(f) >= NumFuncs {
-		return fmt.Sprintf("Func(%d)", int(f))
-	}
-	return funcNames[f]
-}
-
-// Prefix returns the lower-case prefix NCCL_ALGO and NCCL_PROTO accept for
-// the function, e.g. "allreduce".
-func (f Func) Prefix() string { return strings.ToLower(f.String()) }
-
-// Algo is a collective algorithm. The first seven are NCCL's, in NCCL's
-// order (NCCL_ALGO_TREE .. NCCL_ALGO_PAT); AlgoCTRing is our extension, the
-// CTRAN ring all-reduce (seed 002).
-type Algo int
-
-// The algorithms NCCL_ALGO can name.
-const (
-	AlgoTree Algo = iota
-	AlgoRing
-	AlgoCollNetDirect
-	AlgoCollNetChain
-	AlgoNVLS
-	AlgoNVLSTree
-	AlgoPAT
-	AlgoCTRing
-
-	// NumAlgos is the number of algorithms.
-	NumAlgos = int(AlgoCTRing) + 1
-)
-
-var algoNames = [NumAlgos]string{"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "CTRing"}
-
-// String returns NCCL's name for the algorithm, e.g. "CollNetDirect".
-func (a Algo) String() string {
-	if a < 0 || int(a) >= NumAlgos {
-		return fmt.Sprintf("Algo(%d)", int(a))
-	}
-	return algoNames[a]
-}
-
-// Token returns the lower-case token NCCL_ALGO accepts, e.g. "collnetdirect".
-func (a Algo) Token() string { return strings.ToLower(a.String()) }
-
-// Proto is a protocol, in NCCL's order (NCCL_PROTO_LL, LL128, SIMPLE).
-type Proto int
-
-// The protocols NCCL_PROTO can name.
-const (
-	ProtoLL Proto = iota
-	ProtoLL128
-	ProtoSimple
-
-	// NumProtos is the number of protocols.
-	NumProtos = int(ProtoSimple) + 1
-)
-
-var protoNames = [NumProtos]string{"LL", "LL128", "Simple"}
-
-// String returns NCCL's name for the protocol, e.g. "Simple".
-func (p Proto) String() string {
-	if p < 0 || int(p) >= NumProtos {
-		return fmt.Sprintf("Proto(%d)", int(p))
-	}
-	return protoNames[p]
-}
-
-// Token returns the lower-case token NCCL_PROTO accepts, e.g. "ll128".
-func (p Proto) Token() string { return strings.ToLower(p.String()) }
-
-// AlgoSet is a set of algorithms, bit a for Algo a.
+// AlgoSet is a set of algorithms, bit a for algos.Algo a.
 type AlgoSet uint16
 
 // AllAlgos holds every algorithm.
-const AllAlgos = AlgoSet(1<<NumAlgos - 1)
+const AllAlgos = AlgoSet(1<<algos.NumAlgos - 1)
 
 // Has reports whether a is in the set.
-func (s AlgoSet) Has(a Algo) bool { return s&(1<<a) != 0 }
+func (s AlgoSet) Has(a algos.Algo) bool { return s&(1<<a) != 0 }
 
 // Len returns the number of algorithms in the set.
 func (s AlgoSet) Len() int { return bits.OnesCount32(uint32(s)) }
 
-// Algos returns the members in Algo order.
-func (s AlgoSet) Algos() []Algo {
-	var out []Algo
-	for a := range Algo(NumAlgos) {
+// Algos returns the members in algos.Algo order.
+func (s AlgoSet) Algos() []algos.Algo {
+	var out []algos.Algo
+	for a := range algos.Algo(algos.NumAlgos) {
 		if s.Has(a) {
 			out = append(out, a)
 		}
@@ -122,22 +36,23 @@ func (s AlgoSet) Algos() []Algo {
 // "tree,ring", or "" for the empty set.
 func (s AlgoSet) String() string { return joinTokens(uint32(s), algoSpec.tokens) }
 
-// ProtoSet is a set of protocols, bit p for Proto p.
+// ProtoSet is a set of protocols, bit p for protocols.Proto p (NCCL's
+// order: LL, LL128, Simple).
 type ProtoSet uint8
 
 // AllProtos holds every protocol.
-const AllProtos = ProtoSet(1<<NumProtos - 1)
+const AllProtos = ProtoSet(1<<protocols.NumProtos - 1)
 
 // Has reports whether p is in the set.
-func (s ProtoSet) Has(p Proto) bool { return s&(1<<p) != 0 }
+func (s ProtoSet) Has(p protocols.Proto) bool { return s&(1<<p) != 0 }
 
 // Len returns the number of protocols in the set.
 func (s ProtoSet) Len() int { return bits.OnesCount32(uint32(s)) }
 
-// Protos returns the members in Proto order.
-func (s ProtoSet) Protos() []Proto {
-	var out []Proto
-	for p := range Proto(NumProtos) {
+// Protos returns the members in protocols.Proto order.
+func (s ProtoSet) Protos() []protocols.Proto {
+	var out []protocols.Proto
+	for p := range protocols.Proto(protocols.NumProtos) {
 		if s.Has(p) {
 			out = append(out, p)
 		}
@@ -149,9 +64,9 @@ func (s ProtoSet) Protos() []Proto {
 // "ll,simple", or "" for the empty set.
 func (s ProtoSet) String() string { return joinTokens(uint32(s), protoSpec.tokens) }
 
-// AlgoMatrix is NCCL_ALGO parsed: for each collective function, the set of
-// algorithms the user allows. The zero value (variable unset) allows every
-// algorithm for every function.
+// AlgoMatrix is NCCL_ALGO parsed: for each collective function (algos.Coll,
+// NCCL's ncclFunc order), the set of algorithms the user allows. The zero
+// value (variable unset) allows every algorithm for every function.
 type AlgoMatrix struct {
 	// Set reports that the user set NCCL_ALGO.
 	Set bool
@@ -161,18 +76,18 @@ type AlgoMatrix struct {
 	m matrix
 }
 
-// For returns the algorithms allowed for f: the user's row when an entry of
-// NCCL_ALGO applied to f, otherwise AllAlgos.
-func (m AlgoMatrix) For(f Func) AlgoSet {
-	if !m.m.forced[f] {
+// For returns the algorithms allowed for c: the user's row when an entry of
+// NCCL_ALGO applied to c, otherwise AllAlgos.
+func (m AlgoMatrix) For(c algos.Coll) AlgoSet {
+	if !m.m.forced[c] {
 		return AllAlgos
 	}
-	return AlgoSet(m.m.rows[f])
+	return AlgoSet(m.m.rows[c])
 }
 
-// Forced reports whether an entry of NCCL_ALGO applied to f, i.e. the user
-// restricted f's algorithms (NCCL's tuningContext.forced).
-func (m AlgoMatrix) Forced(f Func) bool { return m.m.forced[f] }
+// Forced reports whether an entry of NCCL_ALGO applied to c, i.e. the user
+// restricted c's algorithms (NCCL's tuningContext.forced).
+func (m AlgoMatrix) Forced(c algos.Coll) bool { return m.m.forced[c] }
 
 // String returns a canonical NCCL_ALGO value with the same meaning: one
 // "func:algo,..." entry per forced function, or "" when nothing is forced.
@@ -191,17 +106,17 @@ type ProtoMatrix struct {
 	m matrix
 }
 
-// For returns the protocols allowed for f: the user's row when an entry of
-// NCCL_PROTO applied to f, otherwise AllProtos.
-func (m ProtoMatrix) For(f Func) ProtoSet {
-	if !m.m.forced[f] {
+// For returns the protocols allowed for c: the user's row when an entry of
+// NCCL_PROTO applied to c, otherwise AllProtos.
+func (m ProtoMatrix) For(c algos.Coll) ProtoSet {
+	if !m.m.forced[c] {
 		return AllProtos
 	}
-	return ProtoSet(m.m.rows[f])
+	return ProtoSet(m.m.rows[c])
 }
 
-// Forced reports whether an entry of NCCL_PROTO applied to f.
-func (m ProtoMatrix) Forced(f Func) bool { return m.m.forced[f] }
+// Forced reports whether an entry of NCCL_PROTO applied to c.
+func (m ProtoMatrix) Forced(c algos.Coll) bool { return m.m.forced[c] }
 
 // String returns a canonical NCCL_PROTO value with the same meaning.
 func (m ProtoMatrix) String() string { return m.m.format(protoSpec) }
@@ -238,18 +153,22 @@ type listSpec struct {
 	tokens []string // lower-case element tokens, bit i for tokens[i]
 }
 
+// The grammar's tokens are the lower-case names of algos.Algo,
+// protocols.Proto and algos.Coll, e.g. "collnetdirect", "ll128",
+// "allreduce".
 var (
-	algoSpec  = listSpec{"algorithm", lowerAll(algoNames[:])}
-	protoSpec = listSpec{"protocol", lowerAll(protoNames[:])}
-	// funcTokens are the function prefixes, bit i for Func i.
-	funcTokens = lowerAll(funcNames[:])
+	algoSpec  = listSpec{"algorithm", tokens[algos.Algo](algos.NumAlgos)}
+	protoSpec = listSpec{"protocol", tokens[protocols.Proto](protocols.NumProtos)}
+	// funcTokens are the function prefixes, bit i for algos.Coll i.
+	funcTokens = tokens[algos.Coll](algos.NumColls)
 )
 
 // matrix is the shared representation of AlgoMatrix and ProtoMatrix: one
-// element bitmask per function, and whether an entry applied to it.
+// element bitmask per collective function, and whether an entry applied to
+// it.
 type matrix struct {
-	rows   [NumFuncs]uint32
-	forced [NumFuncs]bool
+	rows   [algos.NumColls]uint32
+	forced [algos.NumColls]bool
 }
 
 // parseList is NCCL's parseList (src/graph/tuning.cc), stricter where NCCL
@@ -293,14 +212,14 @@ func parseList(s string, spec listSpec) (matrix, error) {
 		if err != nil {
 			return matrix{}, err
 		}
-		for f := range NumFuncs {
+		for f := range algos.NumColls {
 			if rows&(1<<f) != 0 {
 				m.rows[f] = row
 				m.forced[f] = true
 			}
 		}
 	}
-	for f := range NumFuncs {
+	for f := range algos.NumColls {
 		if m.forced[f] && m.rows[f] == 0 {
 			return matrix{}, fmt.Errorf("no %s left for %s (allowed: %s)", spec.what, funcTokens[f], strings.Join(spec.tokens, ", "))
 		}
@@ -308,7 +227,7 @@ func parseList(s string, spec listSpec) (matrix, error) {
 	return m, nil
 }
 
-const allFuncs = 1<<NumFuncs - 1
+const allFuncs = 1<<algos.NumColls - 1
 
 // parseElems parses "[^]elem(,elem)*" into the row it leaves.
 func parseElems(list string, spec listSpec) (uint32, error) {
@@ -338,10 +257,10 @@ func parseElems(list string, spec listSpec) (uint32, error) {
 }
 
 // format writes the canonical form: "func:elem,elem;func:elem" for every
-// forced row, rows in Func order.
+// forced row, rows in algos.Coll order.
 func (m matrix) format(spec listSpec) string {
 	var entries []string
-	for f := range NumFuncs {
+	for f := range algos.NumColls {
 		if m.forced[f] {
 			entries = append(entries, funcTokens[f]+":"+joinTokens(m.rows[f], spec.tokens))
 		}
@@ -374,10 +293,15 @@ func joinTokens(mask uint32, tokens []string) string {
 	return b.String()
 }
 
-func lowerAll(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = strings.ToLower(n)
+// tokens lists the lower-case names of the n members of an enum, token i
+// for member i.
+func tokens[E interface {
+	~int | ~uint8
+	String() string
+}](n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strings.ToLower(E(i).String())
 	}
 	return out
 }

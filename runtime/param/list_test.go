@@ -3,16 +3,19 @@ package param
 import (
 	"strings"
 	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
-// algoRows spells a whole NCCL_ALGO matrix: one set per Func, and which rows
+// algoRows spells a whole NCCL_ALGO matrix: one set per Coll, and which rows
 // are forced.
 type algoRows struct {
-	rows   [NumFuncs]AlgoSet
-	forced [NumFuncs]bool
+	rows   [algos.NumColls]AlgoSet
+	forced [algos.NumColls]bool
 }
 
-func algoSet(as ...Algo) AlgoSet {
+func algoSet(as ...algos.Algo) AlgoSet {
 	var s AlgoSet
 	for _, a := range as {
 		s |= 1 << a
@@ -20,7 +23,7 @@ func algoSet(as ...Algo) AlgoSet {
 	return s
 }
 
-func protoSet(ps ...Proto) ProtoSet {
+func protoSet(ps ...protocols.Proto) ProtoSet {
 	var s ProtoSet
 	for _, p := range ps {
 		s |= 1 << p
@@ -30,15 +33,15 @@ func protoSet(ps ...Proto) ProtoSet {
 
 func gotAlgoRows(m AlgoMatrix) algoRows {
 	var r algoRows
-	for f := range Func(NumFuncs) {
+	for f := range algos.Coll(algos.NumColls) {
 		r.rows[f], r.forced[f] = m.For(f), m.Forced(f)
 	}
 	return r
 }
 
 func TestParseAlgoListExamples(t *testing.T) {
-	ringCND := algoSet(AlgoRing, AlgoCollNetDirect)
-	all := [NumFuncs]bool{true, true, true, true, true}
+	ringCND := algoSet(algos.Ring, algos.CollNetDirect)
+	all := [algos.NumColls]bool{true, true, true, true, true}
 	tests := []struct {
 		in   string
 		want algoRows
@@ -46,31 +49,31 @@ func TestParseAlgoListExamples(t *testing.T) {
 		// NCCL env.rst: ring and collnetdirect for every function, then tree
 		// and collnetdirect for allreduce and ring for broadcast.
 		{"ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring", algoRows{
-			rows:   [NumFuncs]AlgoSet{algoSet(AlgoRing), ringCND, ringCND, ringCND, algoSet(AlgoTree, AlgoCollNetDirect)},
+			rows:   [algos.NumColls]AlgoSet{algoSet(algos.Ring), ringCND, ringCND, ringCND, algoSet(algos.Tree, algos.CollNetDirect)},
 			forced: all,
 		}},
 		// NCCL env.rst: everything but tree for allreduce; other rows untouched.
 		{"allreduce:^tree", algoRows{
-			rows:   [NumFuncs]AlgoSet{AllAlgos, AllAlgos, AllAlgos, AllAlgos, AllAlgos &^ algoSet(AlgoTree)},
-			forced: [NumFuncs]bool{FuncAllReduce: true},
+			rows:   [algos.NumColls]AlgoSet{AllAlgos, AllAlgos, AllAlgos, AllAlgos, AllAlgos &^ algoSet(algos.Tree)},
+			forced: [algos.NumColls]bool{algos.AllReduce: true},
 		}},
 		{"RING", algoRows{
-			rows:   [NumFuncs]AlgoSet{algoSet(AlgoRing), algoSet(AlgoRing), algoSet(AlgoRing), algoSet(AlgoRing), algoSet(AlgoRing)},
+			rows:   [algos.NumColls]AlgoSet{algoSet(algos.Ring), algoSet(algos.Ring), algoSet(algos.Ring), algoSet(algos.Ring), algoSet(algos.Ring)},
 			forced: all,
 		}},
 		{"allreduce:ctring;reducescatter:ring,pat", algoRows{
-			rows:   [NumFuncs]AlgoSet{AllAlgos, AllAlgos, AllAlgos, algoSet(AlgoRing, AlgoPAT), algoSet(AlgoCTRing)},
-			forced: [NumFuncs]bool{FuncReduceScatter: true, FuncAllReduce: true},
+			rows:   [algos.NumColls]AlgoSet{AllAlgos, AllAlgos, AllAlgos, algoSet(algos.Ring, algos.PAT), algoSet(algos.CTRing)},
+			forced: [algos.NumColls]bool{algos.ReduceScatter: true, algos.AllReduce: true},
 		}},
 		// A later entry for the same function replaces the earlier row.
 		{"allreduce:tree;AllReduce:nvls, nvlstree", algoRows{
-			rows:   [NumFuncs]AlgoSet{AllAlgos, AllAlgos, AllAlgos, AllAlgos, algoSet(AlgoNVLS, AlgoNVLSTree)},
-			forced: [NumFuncs]bool{FuncAllReduce: true},
+			rows:   [algos.NumColls]AlgoSet{AllAlgos, AllAlgos, AllAlgos, AllAlgos, algoSet(algos.NVLS, algos.NVLSTree)},
+			forced: [algos.NumColls]bool{algos.AllReduce: true},
 		}},
 		{"^ring,tree;broadcast:collnetchain", algoRows{
-			rows: [NumFuncs]AlgoSet{algoSet(AlgoCollNetChain),
-				AllAlgos &^ algoSet(AlgoRing, AlgoTree), AllAlgos &^ algoSet(AlgoRing, AlgoTree),
-				AllAlgos &^ algoSet(AlgoRing, AlgoTree), AllAlgos &^ algoSet(AlgoRing, AlgoTree)},
+			rows: [algos.NumColls]AlgoSet{algoSet(algos.CollNetChain),
+				AllAlgos &^ algoSet(algos.Ring, algos.Tree), AllAlgos &^ algoSet(algos.Ring, algos.Tree),
+				AllAlgos &^ algoSet(algos.Ring, algos.Tree), AllAlgos &^ algoSet(algos.Ring, algos.Tree)},
 			forced: all,
 		}},
 	}
@@ -90,25 +93,25 @@ func TestParseAlgoListExamples(t *testing.T) {
 }
 
 func TestParseProtoListExamples(t *testing.T) {
-	llSimple := protoSet(ProtoLL, ProtoSimple)
-	ll128 := protoSet(ProtoLL128)
+	llSimple := protoSet(protocols.LL, protocols.Simple)
+	ll128 := protoSet(protocols.LL128)
 	tests := []struct {
 		in     string
-		rows   [NumFuncs]ProtoSet
-		forced [NumFuncs]bool
+		rows   [algos.NumColls]ProtoSet
+		forced [algos.NumColls]bool
 	}{
 		// NCCL env.rst: LL and Simple everywhere, everything but LL for allreduce.
-		{"LL,Simple;allreduce:^LL", [NumFuncs]ProtoSet{llSimple, llSimple, llSimple, llSimple, protoSet(ProtoLL128, ProtoSimple)},
-			[NumFuncs]bool{true, true, true, true, true}},
+		{"LL,Simple;allreduce:^LL", [algos.NumColls]ProtoSet{llSimple, llSimple, llSimple, llSimple, protoSet(protocols.LL128, protocols.Simple)},
+			[algos.NumColls]bool{true, true, true, true, true}},
 		// NCCL env.rst: everything but LL128, only LL128 for allreduce.
-		{"^LL128;allreduce:LL128", [NumFuncs]ProtoSet{llSimple, llSimple, llSimple, llSimple, ll128},
-			[NumFuncs]bool{true, true, true, true, true}},
+		{"^LL128;allreduce:LL128", [algos.NumColls]ProtoSet{llSimple, llSimple, llSimple, llSimple, ll128},
+			[algos.NumColls]bool{true, true, true, true, true}},
 		// NCCL's unit tests (test/unit ParseListTest).
-		{"^LL,Simple;BROADCAST:Simple", [NumFuncs]ProtoSet{protoSet(ProtoSimple), ll128, ll128, ll128, ll128},
-			[NumFuncs]bool{true, true, true, true, true}},
-		{"broadcast:^Simple;reduce:Simple,LL", [NumFuncs]ProtoSet{protoSet(ProtoLL, ProtoLL128), llSimple, AllProtos, AllProtos, AllProtos},
-			[NumFuncs]bool{FuncBroadcast: true, FuncReduce: true}},
-		{"simple", [NumFuncs]ProtoSet{4, 4, 4, 4, 4}, [NumFuncs]bool{true, true, true, true, true}},
+		{"^LL,Simple;BROADCAST:Simple", [algos.NumColls]ProtoSet{protoSet(protocols.Simple), ll128, ll128, ll128, ll128},
+			[algos.NumColls]bool{true, true, true, true, true}},
+		{"broadcast:^Simple;reduce:Simple,LL", [algos.NumColls]ProtoSet{protoSet(protocols.LL, protocols.LL128), llSimple, AllProtos, AllProtos, AllProtos},
+			[algos.NumColls]bool{algos.Broadcast: true, algos.Reduce: true}},
+		{"simple", [algos.NumColls]ProtoSet{4, 4, 4, 4, 4}, [algos.NumColls]bool{true, true, true, true, true}},
 	}
 	for _, tt := range tests {
 		m, err := ParseProtoList(tt.in)
@@ -116,7 +119,7 @@ func TestParseProtoListExamples(t *testing.T) {
 			t.Errorf("ParseProtoList(%q): %v", tt.in, err)
 			continue
 		}
-		for f := range Func(NumFuncs) {
+		for f := range algos.Coll(algos.NumColls) {
 			if got, want := m.For(f), tt.rows[f]; got != want {
 				t.Errorf("ParseProtoList(%q).For(%v) = %q, want %q", tt.in, f, got, want)
 			}
@@ -177,7 +180,7 @@ func TestParseListErrors(t *testing.T) {
 func TestUnsetMatrixAllowsEverything(t *testing.T) {
 	var a AlgoMatrix
 	var p ProtoMatrix
-	for f := range Func(NumFuncs) {
+	for f := range algos.Coll(algos.NumColls) {
 		if a.For(f) != AllAlgos || a.Forced(f) {
 			t.Errorf("zero AlgoMatrix.For(%v) = %q forced=%v, want all and not forced", f, a.For(f), a.Forced(f))
 		}
@@ -193,16 +196,12 @@ func TestUnsetMatrixAllowsEverything(t *testing.T) {
 
 func TestNamesAndStrings(t *testing.T) {
 	tests := []struct{ got, want string }{
-		{FuncAllReduce.String(), "AllReduce"},
-		{FuncReduceScatter.Prefix(), "reducescatter"},
-		{AlgoCollNetDirect.String(), "CollNetDirect"},
-		{AlgoNVLSTree.Token(), "nvlstree"},
-		{AlgoCTRing.Token(), "ctring"},
-		{ProtoLL128.String(), "LL128"},
-		{ProtoSimple.Token(), "simple"},
-		{algoSet(AlgoTree, AlgoPAT).String(), "tree,pat"},
+		{algos.AllReduce.String(), "AllReduce"},
+		{algos.CollNetDirect.String(), "CollNetDirect"},
+		{protocols.LL128.String(), "LL128"},
+		{algoSet(algos.Tree, algos.PAT).String(), "tree,pat"},
 		{AllProtos.String(), "ll,ll128,simple"},
-		{Func(9).String(), "Func(9)"},
+		{algos.Coll(9).String(), "Coll(9)"},
 		{mustAlgo(t, "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring").String(),
 			"broadcast:ring;reduce:ring,collnetdirect;allgather:ring,collnetdirect;reducescatter:ring,collnetdirect;allreduce:tree,collnetdirect"},
 	}
@@ -211,11 +210,29 @@ func TestNamesAndStrings(t *testing.T) {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
 	}
-	if got := algoSet(AlgoRing, AlgoPAT).Algos(); len(got) != 2 || got[0] != AlgoRing || got[1] != AlgoPAT {
+	if got := algoSet(algos.Ring, algos.PAT).Algos(); len(got) != 2 || got[0] != algos.Ring || got[1] != algos.PAT {
 		t.Errorf("Algos() = %v, want [Ring PAT]", got)
 	}
 	if got := AllProtos.Len(); got != 3 {
 		t.Errorf("AllProtos.Len() = %d, want 3", got)
+	}
+}
+
+// TestTokens pins the grammar's tokens: the lower-case names of the shared
+// vocabulary, in its order (bit i of a row is token i).
+func TestTokens(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		got  []string
+		want string
+	}{
+		{"function", funcTokens, "broadcast reduce allgather reducescatter allreduce"},
+		{"algorithm", algoSpec.tokens, "tree ring collnetdirect collnetchain nvls nvlstree pat ctring"},
+		{"protocol", protoSpec.tokens, "ll ll128 simple"},
+	} {
+		if got := strings.Join(tt.got, " "); got != tt.want {
+			t.Errorf("%s tokens = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // Params is every knob after Load: defaults where the environment is
@@ -116,18 +117,20 @@ func (p *Params) raw(name string) string {
 	return ""
 }
 
-// AlgosFor returns the algorithms NCCL_ALGO allows for f.
-func (p *Params) AlgosFor(f Func) AlgoSet { return p.Algo.For(f) }
+// AlgosFor returns the algorithms NCCL_ALGO allows for c.
+func (p *Params) AlgosFor(c algos.Coll) AlgoSet { return p.Algo.For(c) }
 
-// ProtosFor returns the protocols NCCL_PROTO allows for f.
-func (p *Params) ProtosFor(f Func) ProtoSet { return p.Proto.For(f) }
+// ProtosFor returns the protocols NCCL_PROTO allows for c.
+func (p *Params) ProtosFor(c algos.Coll) ProtoSet { return p.Proto.For(c) }
 
-// BuffSizeFor returns the FIFO size in bytes of protocol pr.
-func (p *Params) BuffSizeFor(pr Proto) int {
+// BuffSizeFor returns the FIFO size in bytes of protocol pr: NCCL_BUFFSIZE,
+// NCCL_LL_BUFFSIZE or NCCL_LL128_BUFFSIZE. One FIFO slot (step) is
+// BuffSizeFor(pr)/protocols.NSteps bytes.
+func (p *Params) BuffSizeFor(pr protocols.Proto) int {
 	switch pr {
-	case ProtoLL:
+	case protocols.LL:
 		return p.LLBuffSize
-	case ProtoLL128:
+	case protocols.LL128:
 		return p.LL128BuffSize
 	}
 	return p.BuffSize

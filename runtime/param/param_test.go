@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // env makes a lookup from name=value pairs.
@@ -36,8 +39,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"BuffSize", p.BuffSize, 4194304},
 		{"LLBuffSize", p.LLBuffSize, 524288},
 		{"LL128BuffSize", p.LL128BuffSize, 4915200},
-		{"BuffSizeFor(LL128)", p.BuffSizeFor(ProtoLL128), 4915200},
-		{"BuffSizeFor(Simple)", p.BuffSizeFor(ProtoSimple), 4194304},
+		{"BuffSizeFor(LL128)", p.BuffSizeFor(protocols.LL128), 4915200},
+		{"BuffSizeFor(Simple)", p.BuffSizeFor(protocols.Simple), 4194304},
 		{"MinChannels", p.MinChannels, 0},
 		{"MaxChannels", p.MaxChannels, 0},
 		{"SocketNThreads", p.SocketNThreads, 1},
@@ -52,8 +55,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"DebugFile", p.DebugFile, ""},
 		{"Algo.Set", p.Algo.Set, false},
 		{"Proto.Set", p.Proto.Set, false},
-		{"AlgosFor(AllReduce)", p.AlgosFor(FuncAllReduce), AllAlgos},
-		{"ProtosFor(Broadcast)", p.ProtosFor(FuncBroadcast), AllProtos},
+		{"AlgosFor(AllReduce)", p.AlgosFor(algos.AllReduce), AllAlgos},
+		{"ProtosFor(Broadcast)", p.ProtosFor(algos.Broadcast), AllProtos},
 		{"len(Overrides)", len(p.Overrides()), 0},
 	}
 	for _, tt := range tests {
@@ -69,14 +72,14 @@ func TestLoadGood(t *testing.T) {
 		get  func(p *Params) any
 		want any
 	}{
-		{[]string{"NCCL_ALGO=allreduce:tree"}, func(p *Params) any { return p.AlgosFor(FuncAllReduce) }, algoSet(AlgoTree)},
-		{[]string{"NCCL_ALGO=allreduce:tree"}, func(p *Params) any { return p.AlgosFor(FuncBroadcast) }, AllAlgos},
+		{[]string{"NCCL_ALGO=allreduce:tree"}, func(p *Params) any { return p.AlgosFor(algos.AllReduce) }, algoSet(algos.Tree)},
+		{[]string{"NCCL_ALGO=allreduce:tree"}, func(p *Params) any { return p.AlgosFor(algos.Broadcast) }, AllAlgos},
 		{[]string{"NCCL_ALGO=Tree"}, func(p *Params) any { return p.Algo.Raw }, "Tree"},
-		{[]string{"NCCL_PROTO=^LL128"}, func(p *Params) any { return p.ProtosFor(FuncAllGather) }, protoSet(ProtoLL, ProtoSimple)},
+		{[]string{"NCCL_PROTO=^LL128"}, func(p *Params) any { return p.ProtosFor(algos.AllGather) }, protoSet(protocols.LL, protocols.Simple)},
 		{[]string{"NCCL_PROTO=^LL128"}, func(p *Params) any { return p.Proto.Set }, true},
 		{[]string{"NCCL_BUFFSIZE=1024"}, func(p *Params) any { return p.BuffSize }, 1024},
 		{[]string{"NCCL_BUFFSIZE=1073741824"}, func(p *Params) any { return p.BuffSize }, 1 << 30},
-		{[]string{"NCCL_LL_BUFFSIZE=65536"}, func(p *Params) any { return p.BuffSizeFor(ProtoLL) }, 65536},
+		{[]string{"NCCL_LL_BUFFSIZE=65536"}, func(p *Params) any { return p.BuffSizeFor(protocols.LL) }, 65536},
 		{[]string{"NCCL_LL128_BUFFSIZE=9830400"}, func(p *Params) any { return p.LL128BuffSize }, 9830400},
 		{[]string{"NCCL_NCHANNELS=4"}, func(p *Params) any { return [2]int{p.MinChannels, p.MaxChannels} }, [2]int{4, 4}},
 		{[]string{"NCCL_MIN_NCHANNELS=2"}, func(p *Params) any { return [2]int{p.MinChannels, p.MaxChannels} }, [2]int{2, 0}},

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // knob is one row of the table: everything about one variable.
@@ -20,17 +22,14 @@ type knob struct {
 
 // Limits used by the table.
 const (
-	// NCCLSteps is NCCL_STEPS, the slots of every connection FIFO
-	// (NCCL device.h, a compile-time constant, not a knob).
-	NCCLSteps = 8
 	// MaxChannelCount is NCCL's MAXCHANNELS, the ceiling of every channel
 	// knob.
 	MaxChannelCount = 64
-	// buffSizeQuantum is NCCLSteps x 128: each FIFO slot (buffSize/8) must
-	// hold whole 128-byte LL128 lines, which also makes it a multiple of the
-	// 16-byte LL line and the 8-byte flag word. NCCL's defaults satisfy it:
+	// buffSizeQuantum is NCCL_STEPS (8) x 128: each FIFO slot (buffSize/8)
+	// must hold whole 128-byte LL128 lines, which also makes it a multiple of
+	// the 16-byte LL line and the 8-byte flag word. NCCL's defaults satisfy it:
 	// 4194304 = 4096 x 1024, 524288 = 512 x 1024, 4915200 = 4800 x 1024.
-	buffSizeQuantum = NCCLSteps * 128
+	buffSizeQuantum = protocols.NSteps * protocols.LL128LineBytes
 	// maxBuffSize caps a FIFO at 1 GiB: one is allocated per connection,
 	// channel and protocol, so larger values only exhaust memory.
 	maxBuffSize = 1 << 30
@@ -63,9 +62,9 @@ var knobs = append([]knob{
 			return err
 		},
 	},
-	buffSizeKnob("NCCL_BUFFSIZE", "4194304", "bytes of one Simple-protocol connection FIFO", func(p *Params) *int { return &p.BuffSize }),
-	buffSizeKnob("NCCL_LL_BUFFSIZE", "524288", "bytes of one LL-protocol connection FIFO", func(p *Params) *int { return &p.LLBuffSize }),
-	buffSizeKnob("NCCL_LL128_BUFFSIZE", "4915200", "bytes of one LL128-protocol connection FIFO", func(p *Params) *int { return &p.LL128BuffSize }),
+	buffSizeKnob("NCCL_BUFFSIZE", protocols.Simple, func(p *Params) *int { return &p.BuffSize }),
+	buffSizeKnob("NCCL_LL_BUFFSIZE", protocols.LL, func(p *Params) *int { return &p.LLBuffSize }),
+	buffSizeKnob("NCCL_LL128_BUFFSIZE", protocols.LL128, func(p *Params) *int { return &p.LL128BuffSize }),
 	channelKnob("NCCL_MIN_NCHANNELS", "minimum number of channels", func(p *Params) *int { return &p.minNChannels }),
 	channelKnob("NCCL_MAX_NCHANNELS", "maximum number of channels", func(p *Params) *int { return &p.maxNChannels }),
 	channelKnob("NCCL_MIN_NRINGS", "old name of NCCL_MIN_NCHANNELS, which wins when both are set", func(p *Params) *int { return &p.minNRings }),
@@ -184,11 +183,14 @@ func channelKnob(name, doc string, field func(*Params) *int) knob {
 	return intKnob(name, "", 1, MaxChannelCount, doc, func(p *Params, n int) { *field(p) = n })
 }
 
-func buffSizeKnob(name, def, doc string, field func(*Params) *int) knob {
+// buffSizeKnob is the FIFO size of protocol pr; its default is NCCL's,
+// pr.DefaultBuffSize().
+func buffSizeKnob(name string, pr protocols.Proto, field func(*Params) *int) knob {
 	return knob{
-		name: name, kind: KindInt, def: def, doc: doc,
+		name: name, kind: KindInt, def: strconv.Itoa(pr.DefaultBuffSize()),
+		doc: fmt.Sprintf("bytes of one %s-protocol connection FIFO", pr),
 		allowed: fmt.Sprintf("a positive multiple of %d bytes (so each of the %d FIFO slots holds whole 128-byte LL128 lines), at most %d",
-			buffSizeQuantum, NCCLSteps, maxBuffSize),
+			buffSizeQuantum, protocols.NSteps, maxBuffSize),
 		parse: func(p *Params, v string) error {
 			n, err := strconv.Atoi(v)
 			switch {
@@ -196,7 +198,7 @@ func buffSizeKnob(name, def, doc string, field func(*Params) *int) knob {
 				return errors.New("want a positive integer number of bytes")
 			case n%buffSizeQuantum != 0:
 				return fmt.Errorf("want a multiple of %d bytes: each of the %d FIFO slots (size/%d) must hold whole 128-byte LL128 lines (nearest: %s)",
-					buffSizeQuantum, NCCLSteps, NCCLSteps, nearestMultiples(n, buffSizeQuantum))
+					buffSizeQuantum, protocols.NSteps, protocols.NSteps, nearestMultiples(n, buffSizeQuantum))
 			case n > maxBuffSize:
 				return fmt.Errorf("want at most %d bytes (one FIFO per connection, channel and protocol)", maxBuffSize)
 			}

@@ -14,7 +14,7 @@ import (
 
 // The benchmarks run local rank 0 in the test process and local rank 1 in
 // a child process, with NCCL's default buffer sizes.
-var ncclBuff = [protocols.NumProtos]int{protocols.Simple.DefaultBuffSize(), protocols.LL.DefaultBuffSize(), protocols.LL128.DefaultBuffSize()}
+var ncclBuff = sizes(protocols.Simple.DefaultBuffSize(), protocols.LL.DefaultBuffSize(), protocols.LL128.DefaultBuffSize())
 
 const benchSpin = 50 * time.Microsecond
 

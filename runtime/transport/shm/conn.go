@@ -32,7 +32,7 @@ type conn struct {
 	tail, head         *uint64 // steps posted (by the sender), steps freed (by the receiver)
 	tailWait, headWait *uint32 // the receiver, the sender announces it sleeps
 	tailSeq, headSeq   *uint32 // the futex words they sleep on
-	sizes              *[engine.NSteps]uint64
+	sizes              *[protocols.NSteps]uint64
 
 	fifo        []byte   // Simple: NSteps slots of stepBytes
 	words       []uint64 // LL, LL128: the same memory as lines
@@ -51,7 +51,7 @@ type conn struct {
 	// unchanged one is not stored again (it is still there, published by
 	// an earlier tail or flag), which keeps a store to a line the receiver
 	// reads off the common path of equal slices.
-	sent [engine.NSteps]uint64
+	sent [protocols.NSteps]uint64
 }
 
 func (s *Segment) newConn(k connKey, peer int) (*conn, error) {
@@ -66,12 +66,12 @@ func (s *Segment) newConn(k connKey, peer int) (*conn, error) {
 	base := g.ctl(k.ch, k.from, k.to, k.p)
 	c.tail, c.tailWait, c.tailSeq = s.u64(base+cTail), s.u32(base+cTailWait), s.u32(base+cTailSeq)
 	c.head, c.headWait, c.headSeq = s.u64(base+cHead), s.u32(base+cHeadWait), s.u32(base+cHeadSeq)
-	c.sizes = (*[engine.NSteps]uint64)(unsafe.Pointer(&s.mem[base+cSizes]))
+	c.sizes = (*[protocols.NSteps]uint64)(unsafe.Pointer(&s.mem[base+cSizes]))
 	c.stepBytes = g.stepBytes[k.p]
 	c.stepPayload = k.p.Payload(c.stepBytes)
 	c.stepWords = c.stepBytes / 8
 	off := g.fifo(k.ch, k.from, k.to, k.p)
-	n := int64(engine.NSteps * c.stepBytes)
+	n := int64(protocols.NSteps * c.stepBytes)
 	what := fmt.Sprintf("%v FIFO of local ranks %d -> %d, connection set %d (%s)", k.p, k.from, k.to, k.ch, protoKnob[k.p])
 	if err := s.reserve(off, int64(g.fifoBytes[k.p]), what); err != nil {
 		return nil, err
@@ -111,25 +111,25 @@ func (c *conn) enter() error {
 func (c *conn) exit() { c.state.Store(stateIdle) }
 
 func (c *conn) checkSteps(nsteps int) error {
-	if nsteps < 1 || nsteps > engine.NSteps {
-		return c.errorf("slice of %d steps: want 1..%d", nsteps, engine.NSteps)
+	if nsteps < 1 || nsteps > protocols.NSteps {
+		return c.errorf("slice of %d steps: want 1..%d", nsteps, protocols.NSteps)
 	}
-	if c.p == protocols.Simple && engine.NSteps%nsteps != 0 {
-		return c.errorf("slice of %d steps: Simple slices must divide the %d-step FIFO (1, 2, 4 or 8)", nsteps, engine.NSteps)
+	if c.p == protocols.Simple && protocols.NSteps%nsteps != 0 {
+		return c.errorf("slice of %d steps: Simple slices must divide the %d-step FIFO (1, 2, 4 or 8)", nsteps, protocols.NSteps)
 	}
 	return nil
 }
 
 func (c *conn) stage() []byte {
 	if c.staging == nil {
-		c.staging = make([]byte, engine.NSteps*c.stepPayload)
+		c.staging = make([]byte, protocols.NSteps*c.stepPayload)
 	}
 	return c.staging
 }
 
 // slot returns the lines of step.
 func (c *conn) slot(step uint64) []uint64 {
-	i := int(step % engine.NSteps)
+	i := int(step % protocols.NSteps)
 	return c.words[i*c.stepWords : (i+1)*c.stepWords]
 }
 
@@ -189,7 +189,7 @@ func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
 		return nil, err
 	}
 	c.step, c.cur = step, nsteps
-	i := int(step % engine.NSteps)
+	i := int(step % protocols.NSteps)
 	return c.fifo[i*c.stepBytes : (i+nsteps)*c.stepBytes : (i+nsteps)*c.stepBytes], nil
 }
 
@@ -238,7 +238,7 @@ func (c *SendConn) Post(n int) error {
 // storeSize records the size of the slice starting at c.step, unless its
 // slot already holds that size word.
 func (c *SendConn) storeSize(n, nsteps int) {
-	i := c.step % engine.NSteps
+	i := c.step % protocols.NSteps
 	if w := sizeWord(n, nsteps); c.sent[i] != w {
 		atomic.StoreUint64(&c.sizes[i], w)
 		c.sent[i] = w
@@ -272,12 +272,12 @@ func (c *SendConn) writeStep(step uint64, b []byte, first bool) {
 
 // waitCredit waits until the receiver has freed every step below end-NSteps.
 func (c *SendConn) waitCredit(end uint64) error {
-	if c.cache+engine.NSteps >= end {
+	if c.cache+protocols.NSteps >= end {
 		return nil
 	}
 	return c.await(c.headWait, c.headSeq, func() bool {
 		c.cache = atomic.LoadUint64(c.head)
-		return c.cache+engine.NSteps >= end
+		return c.cache+protocols.NSteps >= end
 	})
 }
 
@@ -313,7 +313,7 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 			return nil, err
 		}
 		c.step, c.cur = step, nsteps
-		i := int(step % engine.NSteps)
+		i := int(step % protocols.NSteps)
 		return c.fifo[i*c.stepBytes:][:nbytes:nbytes], nil
 	}
 	defer c.exit()
@@ -355,7 +355,7 @@ func (c *RecvConn) checkSize(v uint64, nsteps, nbytes int) error {
 // returns the size word of the slice starting at step. It loads the size
 // word right after tail in each poll, so that both cache misses overlap.
 func (c *RecvConn) waitTail(step, end uint64) (size uint64, err error) {
-	sizes := &c.sizes[step%engine.NSteps]
+	sizes := &c.sizes[step%protocols.NSteps]
 	if c.cache >= end {
 		return atomic.LoadUint64(sizes), nil
 	}
@@ -422,7 +422,7 @@ func (c *RecvConn) decode(dst []byte, step uint64, line int) int {
 // the size before the line, so a ready line comes with its size.
 func (c *RecvConn) awaitFirst(step uint64) (size uint64, err error) {
 	l := c.slot(step)
-	sizes := &c.sizes[step%engine.NSteps]
+	sizes := &c.sizes[step%protocols.NSteps]
 	if c.p == protocols.LL {
 		flag := protocols.LLFlag(step)
 		err = c.await(c.tailWait, c.tailSeq, func() bool {

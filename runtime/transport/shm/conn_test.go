@@ -63,7 +63,7 @@ func TestEmptySlice(t *testing.T) {
 	segs := openGroup(t, testOptions(t, 2))
 	for _, p := range allProtos {
 		send, recv := pairConns(t, segs, p)
-		for i := 0; i < 3*engine.NSteps; i++ { // around the FIFO a few times
+		for i := 0; i < 3*protocols.NSteps; i++ { // around the FIFO a few times
 			if _, err := send.Acquire(1); err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +219,7 @@ func TestFailWakesSleepers(t *testing.T) {
 			}
 
 			// Fill the FIFO; the next slice waits for a slot.
-			for i := 0; i < engine.NSteps; i++ {
+			for i := 0; i < protocols.NSteps; i++ {
 				if _, err := send.Acquire(1); err != nil {
 					t.Fatal(err)
 				}
@@ -270,8 +270,9 @@ func TestClose(t *testing.T) {
 	if _, err := ll.Acquire(1); !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("LL Acquire after Close = %v, want ErrClosed", err)
 	}
-	if _, err := segs[0].Send(0, 0, 1, protocols.LL); !errors.Is(err, engine.ErrClosed) {
-		t.Errorf("Send after Close = %v, want ErrClosed", err)
+	// pairConns opened LL on channel int(LL) only: this one is new.
+	if _, err := segs[0].Send(int(protocols.Simple), 0, 1, protocols.LL); !errors.Is(err, engine.ErrClosed) {
+		t.Errorf("Send of a new connection after Close = %v, want ErrClosed", err)
 	}
 	if err := segs[1].Close(); err != nil {
 		t.Fatal(err)
@@ -339,7 +340,7 @@ func TestLLWrap(t *testing.T) {
 	segs := openGroup(t, testOptions(t, 2))
 	send, recv := pairConns(t, segs, protocols.LL)
 	start := uint64(1<<32 - 100)
-	for i := 0; i < engine.NSteps; i++ { // as rewritten at steps 0xfffffff8-0x100000000+... one period earlier
+	for i := 0; i < protocols.NSteps; i++ { // as rewritten at steps 0xfffffff8-0x100000000+... one period earlier
 		protocols.LLFill(recv.slot(uint64(i)), protocols.LLFlag(1<<31-8+uint64(i)))
 	}
 	send.step, send.cache, recv.step, recv.cache = start, start, start, start

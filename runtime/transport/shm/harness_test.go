@@ -38,7 +38,14 @@ const hangGuard = 5 * time.Minute
 
 // smallBuff keeps test FIFOs small: Simple steps of 8 KiB, LL steps of 64
 // lines (512 B payload), LL128 steps of 12 lines (1440 B payload).
-var smallBuff = [protocols.NumProtos]int{64 << 10, 8 << 10, 8 * 12 * 128}
+var smallBuff = sizes(64<<10, 8<<10, 8*12*128)
+
+// sizes is a BuffSize array from the Simple, LL and LL128 sizes.
+func sizes(simple, ll, ll128 int) [protocols.NumProtos]int {
+	var b [protocols.NumProtos]int
+	b[protocols.Simple], b[protocols.LL], b[protocols.LL128] = simple, ll, ll128
+	return b
+}
 
 // barrier is a reusable in-process barrier for n goroutine ranks.
 type barrier struct {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/protocols"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
 // A segment is laid out as
@@ -32,7 +31,7 @@ const (
 	hVersion  = 8  // uint32
 	hNRanks   = 12 // uint32
 	hChannels = 16 // uint32
-	hBuff     = 24 // [3]uint64, indexed by protocols.Proto
+	hBuff     = 24 // [3]uint64, in layoutOrder
 	hSize     = 48
 	hCreated  = 56 // unix nanoseconds
 	hOwners   = 128
@@ -75,7 +74,27 @@ type geometry struct {
 	size             int64
 }
 
-var protoKnob = [protocols.NumProtos]string{"NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"}
+// layoutOrder is the order of the protocols in a segment: the header's
+// buffer sizes, and each pair's control blocks and FIFOs. It is part of the
+// segment format (segVersion 1), so it stays Simple, LL, LL128 whatever
+// protocols.Proto's numbering.
+var layoutOrder = [protocols.NumProtos]protocols.Proto{protocols.Simple, protocols.LL, protocols.LL128}
+
+// layoutSlot is p's position in layoutOrder; p must be valid.
+func layoutSlot(p protocols.Proto) int {
+	for i, q := range layoutOrder {
+		if q == p {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("shm: protocol %v has no place in the segment", p))
+}
+
+var protoKnob = [protocols.NumProtos]string{
+	protocols.Simple: "NCCL_BUFFSIZE",
+	protocols.LL:     "NCCL_LL_BUFFSIZE",
+	protocols.LL128:  "NCCL_LL128_BUFFSIZE",
+}
 
 func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry, error) {
 	g := geometry{nranks: nranks, channels: channels, buff: buff}
@@ -85,17 +104,17 @@ func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry,
 	if channels < 1 || channels > 1<<16 {
 		return g, fmt.Errorf("channel count %d: want 1..%d", channels, 1<<16)
 	}
-	for p := protocols.Proto(0); int(p) < protocols.NumProtos; p++ {
-		step := buff[p] / engine.NSteps
+	for _, p := range layoutOrder {
+		step := buff[p] / protocols.NSteps
 		if p.Payload(step) < 1 {
 			return g, fmt.Errorf("%s buffer size %d (%s): want at least %d bytes (%d steps of one %d-byte line)",
-				p, buff[p], protoKnob[p], engine.NSteps*p.LineBytes(), engine.NSteps, p.LineBytes())
+				p, buff[p], protoKnob[p], protocols.NSteps*p.LineBytes(), protocols.NSteps, p.LineBytes())
 		}
 		if buff[p] > 1<<34 {
 			return g, fmt.Errorf("%s buffer size %d (%s): want at most %d bytes", p, buff[p], protoKnob[p], 1<<34)
 		}
 		g.stepBytes[p] = step / p.LineBytes() * p.LineBytes()
-		g.fifoBytes[p] = roundUp(engine.NSteps*g.stepBytes[p], pageSize)
+		g.fifoBytes[p] = roundUp(protocols.NSteps*g.stepBytes[p], pageSize)
 		g.pairBytes += g.fifoBytes[p]
 	}
 	g.headerBytes = roundUp(hOwners+nranks*ownerBytes, pageSize)
@@ -105,7 +124,11 @@ func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry,
 	npairs := int64(channels) * int64(nranks) * int64(nranks-1)
 	g.size = int64(g.fifoOff) + npairs*int64(g.pairBytes)
 	if g.size > maxSegment {
-		return g, fmt.Errorf("segment of %d bytes for %d local ranks, %d channels and buffer sizes %v: want at most %d", g.size, nranks, channels, buff, int64(maxSegment))
+		var sizes [protocols.NumProtos]int
+		for i, p := range layoutOrder {
+			sizes[i] = buff[p]
+		}
+		return g, fmt.Errorf("segment of %d bytes for %d local ranks, %d channels and buffer sizes %v: want at most %d", g.size, nranks, channels, sizes, int64(maxSegment))
 	}
 	return g, nil
 }
@@ -142,13 +165,13 @@ func (g *geometry) check(ch, from, to int, p protocols.Proto) error {
 
 // ctl is the offset of a connection's control block.
 func (g *geometry) ctl(ch, from, to int, p protocols.Proto) int {
-	return g.ctlOff + (g.pair(ch, from, to)*protocols.NumProtos+int(p))*ctlBytes
+	return g.ctlOff + (g.pair(ch, from, to)*protocols.NumProtos+layoutSlot(p))*ctlBytes
 }
 
 // fifo is the offset of a connection's FIFO.
 func (g *geometry) fifo(ch, from, to int, p protocols.Proto) int64 {
 	off := int64(g.fifoOff) + int64(g.pair(ch, from, to))*int64(g.pairBytes)
-	for q := protocols.Proto(0); q < p; q++ {
+	for _, q := range layoutOrder[:layoutSlot(p)] {
 		off += int64(g.fifoBytes[q])
 	}
 	return off

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/protocols"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
 func TestGeometryNoOverlap(t *testing.T) {
@@ -21,7 +20,7 @@ func TestGeometryNoOverlap(t *testing.T) {
 		{2, 1, ncclBuff},
 		{3, 2, smallBuff},
 		{8, 3, ncclBuff},
-		{5, 4, [3]int{1000, 130, 1030}}, // sizes that are not whole lines
+		{5, 4, sizes(1000, 130, 1030)}, // sizes that are not whole lines
 	} {
 		g, err := newGeometry(tc.nranks, tc.channels, tc.buff)
 		if err != nil {
@@ -45,11 +44,11 @@ func TestGeometryNoOverlap(t *testing.T) {
 						if f%pageSize != 0 {
 							t.Errorf("%+v: FIFO (%d,%d->%d,%v) at %d, not page aligned", tc, ch, from, to, p, f)
 						}
-						if g.stepBytes[p]%p.LineBytes() != 0 || p.Payload(g.stepBytes[p]) != p.Payload(tc.buff[p]/engine.NSteps) {
+						if g.stepBytes[p]%p.LineBytes() != 0 || p.Payload(g.stepBytes[p]) != p.Payload(tc.buff[p]/protocols.NSteps) {
 							t.Errorf("%+v: %v step %d bytes (payload %d), want whole lines carrying Payload(%d) = %d",
-								tc, p, g.stepBytes[p], p.Payload(g.stepBytes[p]), tc.buff[p]/engine.NSteps, p.Payload(tc.buff[p]/engine.NSteps))
+								tc, p, g.stepBytes[p], p.Payload(g.stepBytes[p]), tc.buff[p]/protocols.NSteps, p.Payload(tc.buff[p]/protocols.NSteps))
 						}
-						fifos = append(fifos, span{f, f + int64(engine.NSteps*g.stepBytes[p])})
+						fifos = append(fifos, span{f, f + int64(protocols.NSteps*g.stepBytes[p])})
 					}
 				}
 			}
@@ -84,11 +83,11 @@ func TestGeometryErrors(t *testing.T) {
 	}{
 		{0, 1, ncclBuff, "local rank count 0: want 1..1024"},
 		{2, 0, ncclBuff, "channel count 0: want 1..65536"},
-		{2, 1, [3]int{7, 1 << 19, 4915200}, "Simple buffer size 7 (NCCL_BUFFSIZE): want at least 8 bytes"},
-		{2, 1, [3]int{1 << 22, 100, 4915200}, "LL buffer size 100 (NCCL_LL_BUFFSIZE): want at least 128 bytes (8 steps of one 16-byte line)"},
-		{2, 1, [3]int{1 << 22, 1 << 19, 1000}, "LL128 buffer size 1000 (NCCL_LL128_BUFFSIZE): want at least 1024 bytes"},
-		{2, 1, [3]int{1 << 22, -1, 4915200}, "LL buffer size -1"},
-		{1024, 64, [3]int{1 << 34, 1 << 19, 4915200}, "want at most"},
+		{2, 1, sizes(7, 1<<19, 4915200), "Simple buffer size 7 (NCCL_BUFFSIZE): want at least 8 bytes"},
+		{2, 1, sizes(1<<22, 100, 4915200), "LL buffer size 100 (NCCL_LL_BUFFSIZE): want at least 128 bytes (8 steps of one 16-byte line)"},
+		{2, 1, sizes(1<<22, 1<<19, 1000), "LL128 buffer size 1000 (NCCL_LL128_BUFFSIZE): want at least 1024 bytes"},
+		{2, 1, sizes(1<<22, -1, 4915200), "LL buffer size -1"},
+		{1024, 64, sizes(1<<34, 1<<19, 4915200), "want at most"},
 	} {
 		_, err := newGeometry(tc.nranks, tc.channels, tc.buff)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -117,6 +116,27 @@ func TestGeometryChecks(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("check(%d, %d, %d, %v) = %v, want %q", tc.ch, tc.from, tc.to, tc.p, err, tc.want)
 		}
+	}
+}
+
+// TestGeometryLayoutOrder pins the segment format: in each directed pair,
+// the control blocks and FIFOs of Simple, LL and LL128 follow each other in
+// that order, as segVersion 1 lays them out.
+func TestGeometryLayoutOrder(t *testing.T) {
+	g, err := newGeometry(3, 2, smallBuff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := g.ctl(1, 2, 0, protocols.Simple)
+	fifo := g.fifo(1, 2, 0, protocols.Simple)
+	for i, p := range []protocols.Proto{protocols.Simple, protocols.LL, protocols.LL128} {
+		if got, want := g.ctl(1, 2, 0, p), ctl+i*ctlBytes; got != want {
+			t.Errorf("ctl(%v) = %d, want %d", p, got, want)
+		}
+		if got := g.fifo(1, 2, 0, p); got != fifo {
+			t.Errorf("fifo(%v) = %d, want %d", p, got, fifo)
+		}
+		fifo += int64(g.fifoBytes[p])
 	}
 }
 

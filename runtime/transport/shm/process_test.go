@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/seed-760dd1f1/cc/protocols"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
 // runProcessRing runs n local ranks as OS processes in a ring, every
@@ -110,7 +109,7 @@ func TestKilledPeer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i := 0; i < engine.NSteps; i++ { // fill the FIFO: nobody reads it
+				for i := 0; i < protocols.NSteps; i++ { // fill the FIFO: nobody reads it
 					if _, err := send.Acquire(1); err != nil {
 						t.Fatal(err)
 					}

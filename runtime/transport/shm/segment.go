@@ -231,8 +231,8 @@ func (s *Segment) writeHeader() {
 	atomic.StoreUint32(s.u32(hVersion), segVersion)
 	atomic.StoreUint32(s.u32(hNRanks), uint32(g.nranks))
 	atomic.StoreUint32(s.u32(hChannels), uint32(g.channels))
-	for p := range g.buff {
-		atomic.StoreUint64(s.u64(hBuff+8*p), uint64(g.buff[p]))
+	for i, p := range layoutOrder {
+		atomic.StoreUint64(s.u64(hBuff+8*i), uint64(g.buff[p]))
 	}
 	atomic.StoreUint64(s.u64(hSize), uint64(g.size))
 	atomic.StoreUint64(s.u64(hCreated), uint64(time.Now().UnixNano()))
@@ -281,8 +281,8 @@ func (s *Segment) checkHeader() error {
 		{"local rank count", uint64(atomic.LoadUint32(s.u32(hNRanks))), uint64(g.nranks)},
 		{"channel count", uint64(atomic.LoadUint32(s.u32(hChannels))), uint64(g.channels)},
 	}
-	for p := range g.buff {
-		fields = append(fields, field{protoKnob[p], atomic.LoadUint64(s.u64(hBuff + 8*p)), uint64(g.buff[p])})
+	for i, p := range layoutOrder {
+		fields = append(fields, field{protoKnob[p], atomic.LoadUint64(s.u64(hBuff + 8*i)), uint64(g.buff[p])})
 	}
 	for _, f := range fields {
 		if f.got != f.want {

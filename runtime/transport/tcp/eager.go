@@ -12,77 +12,16 @@ import (
 )
 
 // LL and LL128 over TCP, as NCCL's socket transport carries them: the FIFO
-// slot goes on the wire as it is, lines with their flags included (LL: 16-byte
-// lines of 8 payload bytes and two 4-byte flags; LL128: 128-byte lines of 120
-// payload bytes and an 8-byte flag), and the receiver checks every flag
-// against the step while it decodes. TCP is ordered, so the flags do not
-// signal readiness here; they cost bandwidth (2x for LL, 128/120 for LL128)
-// and catch a peer that runs another protocol or step. What LL and LL128 buy
-// over TCP is eagerness: the engine writes a slice to the socket itself, with
-// no hand-off to a writer goroutine, which saves a wake-up per slice and makes
-// them the protocols of small messages.
-
-// wireBytes is the size on the wire of n payload bytes in protocol p.
-func wireBytes(p protocols.Proto, n int) int {
-	switch p {
-	case protocols.LL:
-		return (n + 7) / 8 * protocols.LLLineBytes
-	case protocols.LL128:
-		return (n + protocols.LL128LinePayload - 1) / protocols.LL128LinePayload * protocols.LL128LineBytes
-	}
-	return n
-}
-
-// encodeLines writes payload src into wire lines of protocol p with flag.
-func encodeLines(p protocols.Proto, wire, src []byte, flag uint64) {
-	switch p {
-	case protocols.LL:
-		var w [8]byte
-		for i := 0; i < len(src); i += 8 {
-			clear(w[:])
-			copy(w[:], src[i:])
-			line := wire[i*2 : i*2+protocols.LLLineBytes]
-			binary.LittleEndian.PutUint64(line[0:], protocols.LLWord(binary.LittleEndian.Uint32(w[0:]), uint32(flag)))
-			binary.LittleEndian.PutUint64(line[8:], protocols.LLWord(binary.LittleEndian.Uint32(w[4:]), uint32(flag)))
-		}
-	case protocols.LL128:
-		for i, l := 0, 0; i < len(src); i, l = i+protocols.LL128LinePayload, l+protocols.LL128LineBytes {
-			line := wire[l : l+protocols.LL128LineBytes]
-			n := copy(line[:protocols.LL128LinePayload], src[i:])
-			clear(line[n:protocols.LL128LinePayload])
-			binary.LittleEndian.PutUint64(line[protocols.LL128LinePayload:], flag)
-		}
-	}
-}
-
-// decodeLines reads n payload bytes of protocol p from wire into dst,
-// checking that every flag is flag.
-func decodeLines(p protocols.Proto, dst, wire []byte, n int, flag uint64) error {
-	switch p {
-	case protocols.LL:
-		var w [8]byte
-		for i := 0; i < n; i += 8 {
-			line := wire[i*2 : i*2+protocols.LLLineBytes]
-			d1, f1 := protocols.LLSplit(binary.LittleEndian.Uint64(line[0:]))
-			d2, f2 := protocols.LLSplit(binary.LittleEndian.Uint64(line[8:]))
-			if f1 != uint32(flag) || f2 != uint32(flag) {
-				return fmt.Errorf("LL line %d has flags %d/%d, want %d", i/8, f1, f2, uint32(flag))
-			}
-			binary.LittleEndian.PutUint32(w[0:], d1)
-			binary.LittleEndian.PutUint32(w[4:], d2)
-			copy(dst[i:n], w[:])
-		}
-	case protocols.LL128:
-		for i, l := 0, 0; i < n; i, l = i+protocols.LL128LinePayload, l+protocols.LL128LineBytes {
-			line := wire[l : l+protocols.LL128LineBytes]
-			if f := binary.LittleEndian.Uint64(line[protocols.LL128LinePayload:]); f != flag {
-				return fmt.Errorf("LL128 line %d has flag %d, want %d", l/protocols.LL128LineBytes, f, flag)
-			}
-			copy(dst[i:n], line[:protocols.LL128LinePayload])
-		}
-	}
-	return nil
-}
+// slot goes on the wire as it is, lines with their flags included (LL:
+// 16-byte lines of 8 payload bytes and two 4-byte flags; LL128: 128-byte
+// lines of 120 payload bytes and an 8-byte flag), in the stream form of
+// protocols.EncodeWire, and the receiver checks every flag against the step
+// while it decodes (protocols.DecodeWire). TCP is ordered, so the flags do
+// not signal readiness here; they cost bandwidth (2x for LL, 128/120 for
+// LL128) and catch a peer that runs another protocol or step. What LL and
+// LL128 buy over TCP is eagerness: the engine writes a slice to the socket
+// itself, with no hand-off to a writer goroutine, which saves a wake-up per
+// slice and makes them the protocols of small messages.
 
 // EagerSendConn sends LL or LL128 slices: the engine's goroutine encodes
 // and writes each slice itself, round-robin over the sockets.
@@ -104,8 +43,8 @@ type EagerSendConn struct {
 
 func newEagerSendConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string) *EagerSendConn {
 	return &EagerSendConn{proto: p, socks: socks, peer: peer, stepBytes: stepBytes,
-		stage: make([]byte, engine.NSteps*p.Payload(stepBytes)),
-		wire:  make([]byte, engine.NSteps*stepBytes)}
+		stage: make([]byte, protocols.NSteps*p.Payload(stepBytes)),
+		wire:  make([]byte, protocols.NSteps*stepBytes)}
 }
 
 // Acquire implements engine.SendConn: a staging buffer for the payload of
@@ -125,8 +64,8 @@ func (c *EagerSendConn) Acquire(nsteps int) ([]byte, error) {
 
 // Post implements engine.SendConn: encode the lines and write the frame.
 func (c *EagerSendConn) Post(n int) error {
-	wn := wireBytes(c.proto, n)
-	encodeLines(c.proto, c.wire[:wn], c.stage[:n], c.step+1)
+	wn := protocols.WireBytes(c.proto, n)
+	protocols.EncodeWire(c.proto, c.wire[:wn], c.stage[:n], c.step+1)
 	binary.LittleEndian.PutUint32(c.hdr[0:], uint32(wn))
 	binary.LittleEndian.PutUint32(c.hdr[4:], uint32(c.cur))
 	binary.LittleEndian.PutUint64(c.hdr[8:], c.step)

@@ -34,7 +34,7 @@ type ring struct {
 	cond sync.Cond
 	buf  []byte // NSteps slots of stepBytes
 	step int    // stepBytes
-	ent  [engine.NSteps]entry
+	ent  [protocols.NSteps]entry
 	head uint64 // end step of the last freed frame: slots below are free
 	hseq uint64 // seq of the next frame to free
 	err  error
@@ -50,7 +50,7 @@ type entry struct {
 }
 
 func newRing(stepBytes int) *ring {
-	r := &ring{buf: make([]byte, stepBytes*engine.NSteps), step: stepBytes}
+	r := &ring{buf: make([]byte, stepBytes*protocols.NSteps), step: stepBytes}
 	r.cond.L = &r.mu
 	return r
 }
@@ -66,13 +66,13 @@ func (r *ring) fail(err error) {
 }
 
 func (r *ring) slot(step uint64, nsteps int) []byte {
-	i := int(step % engine.NSteps)
+	i := int(step % protocols.NSteps)
 	return r.buf[i*r.step : (i+nsteps)*r.step]
 }
 
 // fits reports whether slots [step, step+nsteps) are free. Called with mu.
 func (r *ring) fits(step uint64, nsteps int) bool {
-	return step+uint64(nsteps) <= r.head+engine.NSteps
+	return step+uint64(nsteps) <= r.head+protocols.NSteps
 }
 
 func alignStep(step uint64, nsteps int) uint64 {
@@ -102,7 +102,7 @@ func newSendConn(socks []net.Conn, stepBytes int, peer string) *SendConn {
 	c := &SendConn{r: newRing(stepBytes), socks: socks, peer: peer}
 	c.queues = make([]chan entry, len(socks))
 	for i := range socks {
-		c.queues[i] = make(chan entry, engine.NSteps)
+		c.queues[i] = make(chan entry, protocols.NSteps)
 		c.wg.Add(1)
 		go c.writer(i)
 	}
@@ -149,7 +149,7 @@ func (c *SendConn) post(e entry) error {
 	if r.err != nil {
 		return r.err
 	}
-	r.ent[e.seq%engine.NSteps] = e
+	r.ent[e.seq%protocols.NSteps] = e
 	// At most NSteps frames are outstanding (each holds a slot), so the
 	// queue never fills and this send does not block.
 	c.queues[e.seq%uint64(len(c.queues))] <- e
@@ -178,11 +178,11 @@ func (c *SendConn) writer(i int) {
 			return
 		}
 		r.mu.Lock()
-		r.ent[e.seq%engine.NSteps].done = true
-		r.ent[e.seq%engine.NSteps].ref = nil
+		r.ent[e.seq%protocols.NSteps].done = true
+		r.ent[e.seq%protocols.NSteps].ref = nil
 		// Sockets finish out of order: free the in-order prefix.
 		for {
-			h := &r.ent[r.hseq%engine.NSteps]
+			h := &r.ent[r.hseq%protocols.NSteps]
 			if !h.valid || !h.done || h.seq != r.hseq {
 				break
 			}
@@ -248,7 +248,7 @@ type RecvConn struct {
 func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error)) *RecvConn {
 	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError}
 	if p != protocols.Simple {
-		c.stage = make([]byte, engine.NSteps*p.Payload(stepBytes))
+		c.stage = make([]byte, protocols.NSteps*p.Payload(stepBytes))
 	}
 	for i := range socks {
 		c.wg.Add(1)
@@ -277,13 +277,13 @@ func (c *RecvConn) reader(i int) {
 		step := binary.LittleEndian.Uint64(hdr[8:])
 		seq := binary.LittleEndian.Uint64(hdr[16:])
 		r.mu.Lock()
-		if nsteps < 1 || nsteps > engine.NSteps || size > nsteps*r.step || step%uint64(nsteps) != 0 || step < r.head || seq != want {
+		if nsteps < 1 || nsteps > protocols.NSteps || size > nsteps*r.step || step%uint64(nsteps) != 0 || step < r.head || seq != want {
 			r.mu.Unlock()
 			c.readFailed(fmt.Errorf("protocol error: frame seq %d (want %d) step %d, %d steps, %d bytes", seq, want, step, nsteps, size))
 			return
 		}
 		want += nsocks
-		for r.err == nil && (!r.fits(step, nsteps) || seq >= r.hseq+engine.NSteps) {
+		for r.err == nil && (!r.fits(step, nsteps) || seq >= r.hseq+protocols.NSteps) {
 			r.cond.Wait()
 		}
 		if r.err != nil {
@@ -297,7 +297,7 @@ func (c *RecvConn) reader(i int) {
 			return
 		}
 		r.mu.Lock()
-		r.ent[seq%engine.NSteps] = entry{seq: seq, step: step, nsteps: nsteps, size: size, done: true, valid: true}
+		r.ent[seq%protocols.NSteps] = entry{seq: seq, step: step, nsteps: nsteps, size: size, done: true, valid: true}
 		r.cond.Broadcast()
 		r.mu.Unlock()
 	}
@@ -327,16 +327,16 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		e := &r.ent[r.hseq%engine.NSteps]
+		e := &r.ent[r.hseq%protocols.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
-			if wn := wireBytes(c.proto, nbytes); e.nsteps != nsteps || e.size != wn {
+			if wn := protocols.WireBytes(c.proto, nbytes); e.nsteps != nsteps || e.size != wn {
 				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, wn, nsteps)
 			}
 			wire := r.slot(e.step, e.nsteps)[:e.size]
 			if c.proto == protocols.Simple {
 				return wire, nil
 			}
-			if err := decodeLines(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
+			if err := protocols.DecodeWire(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
 				return nil, fmt.Errorf("%s: %w", c.peer, err)
 			}
 			return c.stage[:nbytes], nil
@@ -353,7 +353,7 @@ func (c *RecvConn) Release() error {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := &r.ent[r.hseq%engine.NSteps]
+	e := &r.ent[r.hseq%protocols.NSteps]
 	r.head = e.step + uint64(e.nsteps)
 	e.valid = false
 	r.hseq++

@@ -190,8 +190,12 @@ type Receiver interface {
 }
 
 // streamID keeps the connections of each (channel, protocol) apart in the
-// handshake's channel field.
-func streamID(channel int, p protocols.Proto) int32 { return int32(channel<<2 | int(p)) }
+// handshake's channel field: channel<<2 | the protocol's stream code.
+func streamID(channel int, p protocols.Proto) int32 { return int32(channel<<2 | streamCode[p]) }
+
+// streamCode numbers the protocols in streamID as handshake version 1 does
+// (Simple 0, LL 1, LL128 2), independent of protocols.Proto's numbering.
+var streamCode = [protocols.NumProtos]int{protocols.Simple: 0, protocols.LL: 1, protocols.LL128: 2}
 
 // Connect opens the sending connection of protocol p to peer (listening at
 // addr) on channel, with stepBytes-sized FIFO slots (wire bytes).

@@ -204,6 +204,23 @@ func TestPeerDeath(t *testing.T) {
 	}
 }
 
+// TestStreamID pins the handshake's channel field: channel<<2 | 0, 1 or 2
+// for Simple, LL and LL128 (handshake version 1).
+func TestStreamID(t *testing.T) {
+	for _, tc := range []struct {
+		channel int
+		p       protocols.Proto
+		want    int32
+	}{
+		{0, protocols.Simple, 0}, {0, protocols.LL, 1}, {0, protocols.LL128, 2},
+		{3, protocols.Simple, 12}, {3, protocols.LL, 13}, {3, protocols.LL128, 14},
+	} {
+		if got := streamID(tc.channel, tc.p); got != tc.want {
+			t.Errorf("streamID(%d, %v) = %d, want %d", tc.channel, tc.p, got, tc.want)
+		}
+	}
+}
+
 // TestCloseWhileAccepting: Close ends an Accept that no peer will satisfy.
 func TestCloseWhileAccepting(t *testing.T) {
 	_, b, _ := pair(t, 1, nil)
@@ -265,26 +282,6 @@ func TestProtocolsRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-		}
-	}
-}
-
-// TestLinesCatchWrongFlags: a line whose flag is not the step's is an error.
-func TestLinesCatchWrongFlags(t *testing.T) {
-	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
-		src := payload(3, 300)
-		wire := make([]byte, wireBytes(p, len(src)))
-		encodeLines(p, wire, src, 5)
-		dst := make([]byte, len(src))
-		if err := decodeLines(p, dst, wire, len(src), 5); err != nil || !bytes.Equal(dst, src) {
-			t.Fatalf("%s: round trip: %v", p, err)
-		}
-		if err := decodeLines(p, dst, wire, len(src), 6); err == nil {
-			t.Errorf("%s: a stale flag was accepted", p)
-		}
-		wire[len(wire)-1] ^= 0x80 // the last line's flag (LL: flag2's top byte)
-		if err := decodeLines(p, dst, wire, len(src), 5); err == nil {
-			t.Errorf("%s: a corrupted flag was accepted", p)
 		}
 	}
 }
