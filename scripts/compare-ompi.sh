@@ -37,8 +37,9 @@ flags (each also read from the environment variable in brackets):
       --configs LIST    of shm2 (shared memory, 2 ranks), shm4 (4 ranks), tcp2
                         (TCP over loopback, 2 ranks) (CONFIGS, default shm2,shm4,tcp2)
       --colls LIST      of all_reduce, reduce_scatter, all_gather (COLLS, default all three)
-      --out DIR         keep every run's output in DIR (OUT_DIR; default: a
-                        temporary directory, removed unless a run fails)
+      --out DIR         keep every run's output, runs.tsv (start, seconds and load
+                        average of each run) and the report in DIR (OUT_DIR;
+                        default: a temporary directory, removed unless a run fails)
       --timeout SEC     end a run that takes longer, 0 = never (RUN_TIMEOUT, default 1800)
   -h, --help            this help
 
@@ -205,6 +206,9 @@ sweep=(-b "$minbytes" -e "$maxbytes" -f "$factor" -w "$warmup" -n "$iters" -c 1)
   echo
 } | tee "$out/header.txt"
 
+# runs.tsv: when each run started, how long it took and the machine's load
+# then, to tell a slow tool from a busy machine.
+printf 'config\tcoll\ttool\trep\tstart_utc\tseconds\tload1\tstatus\n' >"$out/runs.tsv"
 total=$((${#config_list[@]} * ${#coll_list[@]} * reps * ${#tools[@]}))
 i=0
 for c in "${config_list[@]}"; do
@@ -223,13 +227,17 @@ for c in "${config_list[@]}"; do
         log=$out/$c.$coll.$t.$rep
         echo "compare-ompi.sh: [$i/$total] $c $coll $t repetition $rep" >&2
         status=0
+        start=$(date -u +%H:%M:%S)
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        SECONDS=0
         (cd "$work" && timeout --kill-after=10 "$run_timeout" "${cmd[@]}") >"$log.out" 2>"$log.err" || status=$?
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$coll" "$t" "$rep" "$start" "$SECONDS" "$load" "$status" >>"$out/runs.tsv"
         why=
         if [ "$status" != 0 ]; then
           why="exited with status $status"
           [ "$status" != 124 ] || why="took longer than $run_timeout s (--timeout)"
-        elif ! python3 "$repo/scripts/compare-ompi.py" check "$log.out" 2>"$log.check"; then
-          why="reported bad results: $(head -3 "$log.check")"
+        elif ! bad=$(python3 "$repo/scripts/compare-ompi.py" check "$log.out" 2>&1); then
+          why="reported bad results: $(head -3 <<<"$bad")"
         fi
         if [ -n "$why" ]; then
           [ "$out" != "$work/runs" ] || keep_work=1
