@@ -162,3 +162,46 @@ func TestAlgorithmAbort(t *testing.T) {
 		})
 	}
 }
+
+// withAlgo adds NCCL_ALGO to a transport's environment.
+func withAlgo(algo string, env func(int) []string) func(int) []string {
+	return func(r int) []string { return append(env(r), "NCCL_ALGO="+algo) }
+}
+
+// TestAlgorithmsAsProcesses runs each AllReduce algorithm with every rank
+// its own OS process: for n = 2, 3, 4, 5, 8 with hosts of two ranks
+// (CC_HOST_ID: shared memory inside a host, TCP between), and for n = 4
+// over shared memory only and TCP only.
+func TestAlgorithmsAsProcesses(t *testing.T) {
+	for algo := range allReduceAlgos(t) {
+		for _, tr := range transports {
+			ns := []int{4}
+			if tr.name == "mixed" {
+				ns = []int{2, 3, 4, 5, 8}
+				if testing.Short() {
+					ns = []int{3, 4}
+				}
+			}
+			for _, n := range ns {
+				t.Run(fmt.Sprintf("%s/%s/n%d", algo, tr.name, n), func(t *testing.T) {
+					procs := startRanks(t, n, "allreduce-matrix", withAlgo(algo, tr.env))
+					waitOK(t, procs)
+					if left := shmFiles(t, procs[0].job); left != "" {
+						t.Errorf("the job left segments in %s: %s", shmDir, left)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestKilledPeerAlgorithms kills a rank with SIGKILL in the middle of a
+// stream of all-reduces run by each algorithm, over each transport: every
+// other rank's call fails naming the dead rank, and every process exits.
+func TestKilledPeerAlgorithms(t *testing.T) {
+	for algo := range allReduceAlgos(t) {
+		for _, tr := range transports {
+			t.Run(algo+"/"+tr.name, func(t *testing.T) { killPeer(t, withAlgo(algo, tr.env)) })
+		}
+	}
+}

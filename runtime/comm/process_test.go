@@ -56,6 +56,17 @@ func childMain() int {
 			return 5
 		}
 		return 0
+	case "allreduce-matrix":
+		if err := childAllReduce(c); err != nil {
+			fmt.Fprintln(os.Stderr, "allreduce-matrix:", err)
+			return 3
+		}
+		fmt.Println("ok")
+		if err := c.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "close:", err)
+			return 5
+		}
+		return 0
 	case "matrix":
 		if err := childMatrix(c); err != nil {
 			fmt.Fprintln(os.Stderr, "matrix:", err)
@@ -298,6 +309,25 @@ func buffSizeFor(mode string) string {
 		return "4194304"
 	}
 	return "65536"
+}
+
+// childAllReduce runs AllReduce in and out of place at counts in the LL,
+// LL128 and Simple size classes, checking every element.
+func childAllReduce(c *Comm) error {
+	n, r := c.NRanks(), c.Rank()
+	cc := collCases()[0]
+	for _, count := range []int{1, 1000, 20000, 300000} {
+		for _, inPlace := range []bool{false, true} {
+			send, recv := caseBuffers(cc, r, n, count, inPlace)
+			if err := cc.run(c, send, recv, count); err != nil {
+				return fmt.Errorf("count %d: %w", count, err)
+			}
+			if err := checkCase(cc, r, n, count, inPlace, recv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // childMatrix runs every collective case in and out of place at counts in
