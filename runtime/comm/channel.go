@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
@@ -28,6 +29,11 @@ type channel struct {
 	recv   map[connKey]*lazy[receiver]
 	views  [protocols.NumProtos]*conns
 	runner *engine.Runner
+
+	// Opened connections by protocol, connection index and peer, read
+	// without the lock on every Op (the maps are for opening them once).
+	fastSend [protocols.NumProtos][algos.MaxConns][]atomic.Pointer[sender]
+	fastRecv [protocols.NumProtos][algos.MaxConns][]atomic.Pointer[receiver]
 }
 
 type connKey struct {
@@ -104,6 +110,10 @@ func newChannel(c *Comm, id int) *channel {
 	ch := &channel{c: c, id: id, send: map[connKey]*lazy[sender]{}, recv: map[connKey]*lazy[receiver]{}}
 	for p := range ch.views {
 		ch.views[p] = &conns{ch: ch, proto: protocols.Proto(p)}
+		for k := range algos.MaxConns {
+			ch.fastSend[p][k] = make([]atomic.Pointer[sender], c.nranks)
+			ch.fastRecv[p][k] = make([]atomic.Pointer[receiver], c.nranks)
+		}
 	}
 	ch.runner = engine.NewRunner(func(err error) {
 		c.fail(fmt.Errorf("rank %d: %s: %w", c.rank, ch.name(), err))
@@ -121,6 +131,31 @@ func (ch *channel) name() string {
 // sendTo is the protocol-p connection to peer with connection index conn,
 // opened once: shared memory when peer is on this host, TCP otherwise.
 func (ch *channel) sendTo(peer int, p protocols.Proto, conn int) (sender, error) {
+	if s := ch.fastSend[p][conn][peer].Load(); s != nil {
+		return *s, nil
+	}
+	s, err := ch.openSend(peer, p, conn)
+	if err == nil {
+		ch.fastSend[p][conn][peer].Store(&s)
+	}
+	return s, err
+}
+
+// recvFrom is the protocol-p connection from peer with connection index
+// conn, accepted once.
+func (ch *channel) recvFrom(peer int, p protocols.Proto, conn int) (receiver, error) {
+	if r := ch.fastRecv[p][conn][peer].Load(); r != nil {
+		return *r, nil
+	}
+	r, err := ch.openRecv(peer, p, conn)
+	if err == nil {
+		ch.fastRecv[p][conn][peer].Store(&r)
+	}
+	return r, err
+}
+
+// openSend opens the connection sendTo returns, once for all callers.
+func (ch *channel) openSend(peer int, p protocols.Proto, conn int) (sender, error) {
 	c := ch.c
 	return get(&ch.mu, ch.send, connKey{peer, p, conn}, func() (sender, error) {
 		if lp, ok := c.local(peer); ok {
@@ -140,9 +175,8 @@ func (ch *channel) sendTo(peer int, p protocols.Proto, conn int) (sender, error)
 	})
 }
 
-// recvFrom is the protocol-p connection from peer with connection index
-// conn, accepted once.
-func (ch *channel) recvFrom(peer int, p protocols.Proto, conn int) (receiver, error) {
+// openRecv accepts the connection recvFrom returns, once for all callers.
+func (ch *channel) openRecv(peer int, p protocols.Proto, conn int) (receiver, error) {
 	c := ch.c
 	return get(&ch.mu, ch.recv, connKey{peer, p, conn}, func() (receiver, error) {
 		if lp, ok := c.local(peer); ok {

@@ -30,7 +30,7 @@ type coll struct {
 	channels int
 	algo     *algos.Algorithm // the table row that runs it
 	proto    protocols.Proto
-	why      string // why proto
+	why      protoReason // why proto
 	plan     *plan
 	control  bool // a Control call: ring, any protocol, not logged
 }
@@ -114,59 +114,61 @@ func (c *Comm) collective(kind algos.Coll, send, recv []byte, count int, dt redu
 }
 
 func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) error {
-	k, err := c.validate(control, kind, send, recv, count, dt, op, root, sendCount, recvCount)
-	if err != nil {
+	k := &c.cur // a call outside a group allocates nothing
+	if c.group.depth > 0 {
+		k = new(coll)
+	}
+	if err := c.validate(k, control, kind, send, recv, count, dt, op, root, sendCount, recvCount); err != nil {
 		return fmt.Errorf("rank %d: %s: %w", c.rank, kind, err)
 	}
 	if c.group.depth > 0 {
 		c.group.colls = append(c.group.colls, k)
 		return nil
 	}
-	return c.runColls([]*coll{k})
+	c.curs[0] = k
+	return c.runColls(c.curs[:])
 }
 
-func (c *Comm) validate(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) (*coll, error) {
+// validate checks a call and describes it in k.
+func (c *Comm) validate(k *coll, control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) error {
 	if err := c.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if !dt.Valid() {
-		return nil, fmt.Errorf("datatype %d is not valid (allowed: %s)", dt, dataTypeNames())
+		return fmt.Errorf("datatype %d is not valid (allowed: %s)", dt, dataTypeNames())
 	}
 	if count < 0 {
-		return nil, fmt.Errorf("count %d is negative", count)
+		return fmt.Errorf("count %d is negative", count)
 	}
 	if root < 0 || root >= c.nranks {
-		return nil, fmt.Errorf("root %d is out of range (allowed: 0..%d)", root, c.nranks-1)
+		return fmt.Errorf("root %d is out of range (allowed: 0..%d)", root, c.nranks-1)
 	}
 	esize := int64(dt.Size())
 	for _, n := range []int{sendCount, recvCount} {
 		if int64(n) > math.MaxInt64/esize/int64(c.nranks) {
-			return nil, fmt.Errorf("count %d of %s overflows the addressable size", count, dt)
+			return fmt.Errorf("count %d of %s overflows the addressable size", count, dt)
 		}
 	}
 	if err := checkBuf("sendbuff", send, sendCount, dt); err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkBuf("recvbuff", recv, recvCount, dt); err != nil {
-		return nil, err
+		return err
 	}
-	k := &coll{kind: kind, send: send, recv: recv, count: int64(count), dt: dt, root: root, control: control}
+	*k = coll{kind: kind, send: send, recv: recv, count: int64(count), dt: dt, root: root, control: control}
 	if op != noOp {
 		fn, err := c.reduceFunc(dt, op)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		k.fn = fn
 	}
 	k.nbytes = int64(max(sendCount, recvCount)) * esize
 	k.inPlace = c.inPlace(k, sendCount, recvCount)
 	if !k.inPlace && overlaps(send[:int64(sendCount)*esize], recv[:int64(recvCount)*esize]) {
-		return nil, errors.New("sendbuff and recvbuff overlap but are not in place (for AllGather send must be recv's block rank, for ReduceScatter recv must be send's block rank)")
+		return errors.New("sendbuff and recvbuff overlap but are not in place (for AllGather send must be recv's block rank, for ReduceScatter recv must be send's block rank)")
 	}
-	if err := c.choose(k); err != nil {
-		return nil, err
-	}
-	return k, nil
+	return c.choose(k)
 }
 
 func checkBuf(name string, b []byte, count int, dt reduce.DataType) error {

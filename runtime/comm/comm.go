@@ -30,6 +30,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -81,14 +82,22 @@ type Comm struct {
 	algoFor [algos.NumColls]*algos.Algorithm // the row each collective runs with
 	algoErr [algos.NumColls]error            // or why none can (NCCL_ALGO, NCCL_PROTO)
 	plans   map[planKey]*plan                // schedules by collective shape
-	tasks   []engine.Task                    // one per channel, reused by every call
+	last    struct {                         // the last call's plan, found without hashing
+		key  planKey
+		plan *plan
+	}
+	tasks []engine.Task    // one per channel, reused by every call
+	funcs [][]*reduce.Func // built-in reductions by data type and op, made on first use
+	cur   coll             // the call being run outside a group
+	curs  [1]*coll         // &cur, as runColls takes it
 
 	ctx    context.Context // cancelled with the abort cause
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // the bootstrap watcher
 
 	mu         sync.Mutex
-	err        error // the abort cause, once set
+	err        error       // the abort cause, once set
+	failed     atomic.Bool // err is set: Err's fast path reads this, not mu
 	closing    bool
 	settled    chan struct{} // closed when err is final (see fail)
 	settleOnce sync.Once
@@ -292,6 +301,9 @@ func (c *Comm) Peers() []bootstrap.RankInfo { return c.peers }
 
 // Err returns the cause of the communicator's abort, or nil.
 func (c *Comm) Err() error {
+	if !c.failed.Load() {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
@@ -372,6 +384,7 @@ func (c *Comm) abortLocal(cause error) bool {
 		return false
 	}
 	c.err = cause
+	c.failed.Store(true)
 	c.mu.Unlock()
 	c.warnf("%v", cause)
 	c.cancel(cause)

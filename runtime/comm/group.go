@@ -212,6 +212,7 @@ const firstCustomOp = reduce.Op(64)
 type preMulSum struct {
 	scalar float64
 	dt     reduce.DataType
+	fn     *reduce.Func // made on first use
 }
 
 // CreatePreMulSum returns a reduction op that multiplies each rank's input
@@ -249,7 +250,15 @@ func (c *Comm) reduceFunc(dt reduce.DataType, op reduce.Op) (*reduce.Func, error
 		if pm.dt != dt {
 			return nil, fmt.Errorf("op %d was created for %s, used with %s", op, pm.dt, dt)
 		}
-		return reduce.NewFunc(dt, reduce.PreMulSum, c.nranks, pm.scalar)
+		if pm.fn == nil {
+			fn, err := reduce.NewFunc(dt, reduce.PreMulSum, c.nranks, pm.scalar)
+			if err != nil {
+				return nil, err
+			}
+			pm.fn = fn
+			c.customOp[op] = pm
+		}
+		return pm.fn, nil
 	}
 	if op == reduce.PreMulSum {
 		return nil, errors.New("premulsum needs a scalar: make the op with CreatePreMulSum")
@@ -257,7 +266,22 @@ func (c *Comm) reduceFunc(dt reduce.DataType, op reduce.Op) (*reduce.Func, error
 	if !op.Valid() {
 		return nil, fmt.Errorf("op %d is not valid (allowed: %s, or an op from CreatePreMulSum)", op, opNames())
 	}
-	return reduce.NewFunc(dt, op, c.nranks, 0)
+	if c.funcs == nil {
+		c.funcs = make([][]*reduce.Func, len(reduce.DataTypes()))
+	}
+	byOp := c.funcs[dt]
+	if byOp == nil {
+		byOp = make([]*reduce.Func, len(reduce.Ops()))
+		c.funcs[dt] = byOp
+	}
+	if byOp[op] == nil {
+		fn, err := reduce.NewFunc(dt, op, c.nranks, 0)
+		if err != nil {
+			return nil, err
+		}
+		byOp[op] = fn
+	}
+	return byOp[op], nil
 }
 
 func opNames() string {

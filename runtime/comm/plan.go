@@ -110,35 +110,64 @@ func (c *Comm) choose(k *coll) error {
 // protoFor picks the protocol of a collective of nbytes run by row: the size
 // class's preference, then the others, skipping what the row cannot run and
 // what NCCL_PROTO forbids (pickAlgo made sure one is left; a control call
-// ignores NCCL_PROTO).
-func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64, control bool) (protocols.Proto, string) {
-	order := [3]protocols.Proto{protocols.Simple, protocols.LL128, protocols.LL}
-	why := "above 1 MiB"
+// ignores NCCL_PROTO). It returns the size class and whether a protocol
+// other than its preference was taken, which protoWhy turns into words
+// only when they are printed: a call allocates nothing.
+func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64, control bool) (protocols.Proto, protoReason) {
+	class := sizeAbove1M
 	switch {
 	case nbytes < llMaxBytes:
-		order, why = [3]protocols.Proto{protocols.LL, protocols.LL128, protocols.Simple}, "below 8 KiB"
+		class = sizeBelow8K
 	case nbytes <= ll128MaxBytes:
-		order, why = [3]protocols.Proto{protocols.LL128, protocols.Simple, protocols.LL}, "8 KiB to 1 MiB"
+		class = size8KTo1M
 	}
 	allowed := c.p.Proto.For(kind)
 	if control {
 		allowed = param.AllProtos
 	}
-	for i, p := range order {
-		if !row.Runs(p) || !allowed.Has(p) {
-			continue
+	for i, p := range protoOrder[class] {
+		if row.Runs(p) && allowed.Has(p) {
+			return p, protoReason{class: class, fallback: i > 0}
 		}
-		if i > 0 {
-			if c.p.Proto.Set {
-				why += fmt.Sprintf(", NCCL_PROTO=%q", c.p.Proto.Raw)
-			}
-			if !row.Runs(order[0]) {
-				why += fmt.Sprintf(", %s runs %s", row.Algo, runsList(row))
-			}
-		}
-		return p, why
 	}
-	return protocols.Simple, "unreachable: pickAlgo guarantees a protocol"
+	return protocols.Simple, protoReason{class: class}
+}
+
+// Size classes of the protocol thresholds, and each one's preference order.
+const (
+	sizeBelow8K = iota
+	size8KTo1M
+	sizeAbove1M
+)
+
+var (
+	protoOrder = [3][3]protocols.Proto{
+		sizeBelow8K: {protocols.LL, protocols.LL128, protocols.Simple},
+		size8KTo1M:  {protocols.LL128, protocols.Simple, protocols.LL},
+		sizeAbove1M: {protocols.Simple, protocols.LL128, protocols.LL},
+	}
+	sizeClassNames = [3]string{"below 8 KiB", "8 KiB to 1 MiB", "above 1 MiB"}
+)
+
+// protoReason is why a call runs its protocol.
+type protoReason struct {
+	class    int
+	fallback bool // the class's first choice was not allowed or not run by the algorithm
+}
+
+// protoWhy says why k runs its protocol, for NCCL_DEBUG.
+func (c *Comm) protoWhy(k *coll) string {
+	why := sizeClassNames[k.why.class]
+	if !k.why.fallback {
+		return why
+	}
+	if c.p.Proto.Set && !k.control {
+		why += fmt.Sprintf(", NCCL_PROTO=%q", c.p.Proto.Raw)
+	}
+	if !k.algo.Runs(protoOrder[k.why.class][0]) {
+		why += fmt.Sprintf(", %s runs %s", k.algo.Algo, runsList(k.algo))
+	}
+	return why
 }
 
 func runsList(row *algos.Algorithm) string {
@@ -199,7 +228,11 @@ const maxPlans = 256
 // planFor returns the cached plan of k's shape, making it on first use.
 func (c *Comm) planFor(k *coll) *plan {
 	key := planKey{kind: k.kind, algo: k.algo.Algo, proto: k.proto, esize: k.dt.Size(), count: k.count, root: k.root, channels: k.channels}
+	if c.last.plan != nil && c.last.key == key {
+		return c.last.plan
+	}
 	if pl := c.plans[key]; pl != nil {
+		c.last.key, c.last.plan = key, pl
 		return pl
 	}
 	if len(c.plans) >= maxPlans {
@@ -207,6 +240,7 @@ func (c *Comm) planFor(k *coll) *plan {
 	}
 	pl := c.makePlan(k)
 	c.plans[key] = pl
+	c.last.key, c.last.plan = key, pl
 	return pl
 }
 
@@ -323,5 +357,5 @@ func (c *Comm) logColl(k *coll) {
 		algoWhy = fmt.Sprintf("NCCL_ALGO=%q", c.p.Algo.Raw)
 	}
 	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s (%s) proto %s (%s) channels %d (%s), chunk %d elements",
-		k.kind, k.nbytes, k.dt, k.algo.Algo, algoWhy, k.proto, k.why, k.channels, chWhy, k.plan.chunk)
+		k.kind, k.nbytes, k.dt, k.algo.Algo, algoWhy, k.proto, c.protoWhy(k), k.channels, chWhy, k.plan.chunk)
 }

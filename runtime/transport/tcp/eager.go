@@ -33,6 +33,8 @@ type EagerSendConn struct {
 	stage     []byte
 	wire      []byte
 	hdr       [headerSize]byte
+	vec       [2][]byte
+	bufs      net.Buffers
 	step, seq uint64
 	cur       int
 
@@ -73,8 +75,11 @@ func (c *EagerSendConn) Post(n int) error {
 	sock := c.socks[c.seq%uint64(len(c.socks))]
 	c.step += uint64(c.cur)
 	c.seq++
-	bufs := net.Buffers{c.hdr[:], c.wire[:wn]}
-	if _, err := bufs.WriteTo(sock); err != nil {
+	// The two-buffer list lives in the connection, so a write allocates
+	// nothing (WriteTo consumes the list it is called on).
+	c.vec = [2][]byte{c.hdr[:], c.wire[:wn]}
+	c.bufs = c.vec[:]
+	if _, err := c.bufs.WriteTo(sock); err != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.err == nil {

@@ -163,6 +163,8 @@ func (c *SendConn) writer(i int) {
 	sock := c.socks[i]
 	r := c.r
 	var hdr [headerSize]byte
+	vec := new([2][]byte) // reused: a frame's write allocates nothing
+	bufs := new(net.Buffers)
 	for e := range c.queues[i] {
 		binary.LittleEndian.PutUint32(hdr[0:], uint32(e.size))
 		binary.LittleEndian.PutUint32(hdr[4:], uint32(e.nsteps))
@@ -172,7 +174,8 @@ func (c *SendConn) writer(i int) {
 		if data == nil {
 			data = r.slot(e.step, e.nsteps)[:e.size]
 		}
-		bufs := net.Buffers{hdr[:], data}
+		*vec = [2][]byte{hdr[:], data}
+		*bufs = vec[:]
 		if _, err := bufs.WriteTo(sock); err != nil {
 			r.fail(fmt.Errorf("send to %s: %w", c.peer, err))
 			return
