@@ -74,6 +74,8 @@ import (
 	"fmt"
 	"iter"
 	"math"
+
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // CTRingConfig is what CTRAN's auto-tuner decides for one CTRING call, in
@@ -333,3 +335,47 @@ func checkCTRing(rank, nranks int, p Part, cfg CTRingConfig) error {
 	}
 	return nil
 }
+
+// ctringRow is the row of CTRING all-reduce. It runs on Simple only (CTRAN
+// has no LL protocols), with the ring's Simple geometry.
+func ctringRow() Algorithm {
+	r := Algorithm{Algo: CTRing, Coll: AllReduce, WritesOutputOnce: true,
+		Gen: func(a *Args) Schedule {
+			return CTRingAllReduce(a.Rank, a.NRanks(), a.Part, ctringConfig(a))
+		},
+		Peers: ctringPeers}
+	r.Geometry[protocols.Simple] = Geometry{ChunkSteps: protocols.NSteps / 2, SliceSteps: protocols.NSteps / 4}
+	return r
+}
+
+// ctringPeers are the ring's next and prev, and with 3 ranks or more the
+// reverse ring's: sent to prev, received from next. They do not depend on
+// the size, so that the runtime can connect them before the tuner decides
+// on the bidirectional all-gather.
+func ctringPeers(a *Args) []Link {
+	links := ringPeers(a)
+	if n := a.NRanks(); n >= 3 {
+		links = append(links, Link{Peer: RingPrev(a.Rank, n), Send: true}, Link{Peer: RingNext(a.Rank, n)})
+	}
+	return links
+}
+
+// ctringConfig stands in for CTRAN's auto-tuner (CTRingTune, being written
+// on its own branch), which must replace it: it derives the config from
+// the message size and the NCCL_CTRAN_ALLREDUCE_RING_* knobs. Until then:
+// rounds of the channel's chunk, a minimum shard of CTRAN's default 16
+// bytes (at least one element, at most a full shard), bidirectional, and
+// as many rounds to a shard as the engine's FIFO holds. That is
+// ctringFIFORounds: a Simple connection has NSteps slots and a chunk takes
+// ChunkSteps = NSteps/2 of them, so 2. A shard of more full rounds would
+// not fit, and with every rank sending its shard before it receives, every
+// rank would wait for a free slot at once (CTRingDepth).
+func ctringConfig(a *Args) CTRingConfig {
+	c := CTRingConfig{ChunkElems: a.Part.Chunk, NumChunks: ctringFIFORounds, Bidir: true}
+	c.MinShardElems = min(max(16/int64(max(a.ElemSize, 1)), 1), c.ChunkElems*c.NumChunks)
+	return c
+}
+
+// ctringFIFORounds is the rounds of a Simple chunk that one connection's
+// FIFO holds.
+const ctringFIFORounds = protocols.NSteps / (protocols.NSteps / 2)

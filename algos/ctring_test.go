@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // laneStrings renders a schedule lane by lane: its Waits, then its Ops.
@@ -170,6 +171,47 @@ func TestCTRingStages(t *testing.T) {
 					t.Errorf("n=%d bidir=%t rank %d: CheckLanes: %v", n, bidir, r, err)
 				}
 			}
+		}
+	}
+}
+
+// TestCTRingRow checks the table's row: all-reduce only, Simple only with
+// the ring's geometry, the peers of both rings. TestCTRingRowInSim runs it.
+func TestCTRingRow(t *testing.T) {
+	row := algos.Lookup(algos.CTRing, algos.AllReduce)
+	if row == nil {
+		t.Fatal("no CTRing AllReduce row")
+	}
+	if !row.WritesOutputOnce {
+		t.Error("WritesOutputOnce = false, want true")
+	}
+	for p := range protocols.NumProtos {
+		want := algos.Geometry{}
+		if protocols.Proto(p) == protocols.Simple {
+			want = algos.Geometry{ChunkSteps: 4, SliceSteps: 2}
+		}
+		if got := row.Geometry[p]; got != want {
+			t.Errorf("Geometry[%v] = %+v, want %+v", protocols.Proto(p), got, want)
+		}
+	}
+	for _, c := range []algos.Coll{algos.Broadcast, algos.Reduce, algos.AllGather, algos.ReduceScatter} {
+		if r := algos.Lookup(algos.CTRing, c); r != nil {
+			t.Errorf("Lookup(CTRing, %v) = a row, want nil: CTRING is an all-reduce", c)
+		}
+	}
+	peers := map[int][]string{
+		1: nil,
+		2: {"->1/conn0", "<-1/conn0"},
+		3: {"->1/conn0", "<-2/conn0", "->2/conn0", "<-1/conn0"},
+		5: {"->1/conn0", "<-4/conn0", "->4/conn0", "<-1/conn0"},
+	}
+	for n, want := range peers {
+		var got []string
+		for _, l := range row.Peers(&algos.Args{Rank: 0, Topo: algos.FlatTopo(n)}) {
+			got = append(got, l.String())
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("n=%d rank 0 Peers (-want +got):\n%s", n, diff)
 		}
 	}
 }

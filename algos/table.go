@@ -101,6 +101,7 @@ var Algorithms = []Algorithm{
 	ringRow(AllGather, func(a *Args) []Op { return RingAllGather(a.Rank, a.NRanks(), a.Count, a.Part) }),
 	ringRow(Broadcast, func(a *Args) []Op { return RingBroadcast(a.Rank, a.NRanks(), a.Root, a.Part) }),
 	ringRow(Reduce, func(a *Args) []Op { return RingReduce(a.Rank, a.NRanks(), a.Root, a.Part) }),
+	ctringRow(),
 }
 
 // Lookup returns the row of algorithm a for collective c, or nil if a
