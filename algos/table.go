@@ -96,6 +96,7 @@ func (a *Algorithm) ChunkFor(c *ChunkArgs) int64 {
 
 // Algorithms is the table.
 var Algorithms = []Algorithm{
+	treeRow(), // AllReduce only, as in NCCL 2.30: it has no tree broadcast or reduce kernels
 	ringRow(AllReduce, func(a *Args) []Op { return RingAllReduce(a.Rank, a.NRanks(), a.Part) }),
 	ringRow(ReduceScatter, func(a *Args) []Op { return RingReduceScatter(a.Rank, a.NRanks(), a.Count, a.Part) }),
 	ringRow(AllGather, func(a *Args) []Op { return RingAllGather(a.Rank, a.NRanks(), a.Count, a.Part) }),

@@ -16,7 +16,13 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/param"
 )
 
-var _ bench.Communicator = (*comm.Comm)(nil)
+// benchComm is a communicator as bench sees it.
+type benchComm struct{ *comm.Comm }
+
+// Control returns the communicator's control view (comm.Control).
+func (c benchComm) Control() bench.Control { return c.Comm.Control() }
+
+var _ bench.Communicator = benchComm{}
 
 // perf runs one benchmark: join or create the ranks, measure, report.
 func perf(ctx context.Context, cfg *config, e *env) error {
@@ -79,7 +85,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 			dev = cfg.deviceBase + i
 		}
 		devices[i] = bench.Device{Rank: c.Rank(), Pid: pid(), Host: facts.host, Device: dev, CPUs: facts.cpus, Model: facts.model}
-		bcomms[i] = c
+		bcomms[i] = benchComm{c}
 	}
 
 	var rec *recorder

@@ -77,18 +77,38 @@ func TestPreMulSumOpLifecycle(t *testing.T) {
 	}
 }
 
-// TestUnimplementedKnobs: forcing an algorithm or protocol that does not
-// exist yet is a clear error at Init.
-func TestUnimplementedKnobs(t *testing.T) {
-	for _, tc := range []struct{ env, val, want string }{
-		{"NCCL_ALGO", "tree", `NCCL_ALGO="tree" leaves`},
-		{"NCCL_ALGO", "allreduce:pat", "AllReduce no implemented algorithm"},
+// TestNoAlgorithmForCall: an NCCL_ALGO that leaves a collective without
+// an implemented algorithm fails that collective when it is called, with
+// NCCL's "no algorithm/protocol available" shape, naming the setting; the
+// communicator and the other collectives keep working.
+func TestNoAlgorithmForCall(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		call func(c *Comm, b []byte) error
+		want string
+	}{
+		{map[string]string{"NCCL_ALGO": "allreduce:pat"},
+			func(c *Comm, b []byte) error { return c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum) },
+			`AllReduce: no algorithm/protocol available for function AllReduce with datatype int32: NCCL_ALGO was set to "allreduce:pat" (implemented for AllReduce: Ring`},
+		{map[string]string{"NCCL_ALGO": "allgather:nvls"},
+			func(c *Comm, b []byte) error { return c.AllGather(b[4*c.Rank():4*c.Rank()+4], b, 1, reduce.Float32) },
+			`AllGather: no algorithm/protocol available for function AllGather with datatype float: NCCL_ALGO was set to "allgather:nvls" (implemented for AllGather: Ring)`},
+		{map[string]string{"NCCL_ALGO": "allreduce:ctring", "NCCL_PROTO": "LL"},
+			func(c *Comm, b []byte) error { return c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum) },
+			`no algorithm/protocol available for function AllReduce with datatype int32: NCCL_ALGO was set to "allreduce:ctring", NCCL_PROTO was set to "LL"`},
 	} {
-		p := testParams(t, map[string]string{tc.env: tc.val})
-		_, err := InitLocal(context.Background(), 1, p)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s=%s: got %v, want an error containing %q", tc.env, tc.val, err, tc.want)
+		cs := withComms(t, 2, testParams(t, tc.env))
+		errs := each(cs, func(c *Comm) error { return tc.call(c, make([]byte, 8)) })
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v rank %d: got %v, want an error containing %q", tc.env, r, err, tc.want)
+			}
 		}
+		// Another collective still runs.
+		mustEach(t, cs, "Broadcast", func(c *Comm) error {
+			b := make([]byte, 8)
+			return c.Broadcast(b, b, 2, reduce.Int32, 0)
+		})
 	}
 }
 

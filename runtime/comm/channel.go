@@ -16,19 +16,24 @@ import (
 // interleave with a collective on the same stream.
 const p2pChannel = 1 << 16
 
-// channel holds one channel's connections, one per (peer, protocol),
-// opened on first use (the ring channels open their Simple ones at Init).
+// channel holds one channel's connections, one per (peer, protocol,
+// connection index), opened on first use (the Simple ones of the
+// algorithms a communicator expects to run are opened at Init), and the
+// Runner that executes its lanes.
 type channel struct {
-	c    *Comm
-	id   int
-	mu   sync.Mutex
-	send map[connKey]*lazy[sender]
-	recv map[connKey]*lazy[receiver]
+	c      *Comm
+	id     int
+	mu     sync.Mutex
+	send   map[connKey]*lazy[sender]
+	recv   map[connKey]*lazy[receiver]
+	views  [protocols.NumProtos]*conns
+	runner *engine.Runner
 }
 
 type connKey struct {
 	peer  int
 	proto protocols.Proto
+	conn  int
 }
 
 // sender and receiver are connections of either transport. TCP ones fail
@@ -46,11 +51,16 @@ type conns struct {
 	proto protocols.Proto
 }
 
-func (v conns) SendTo(peer int) (engine.SendConn, error)   { return v.ch.sendTo(peer, v.proto) }
-func (v conns) RecvFrom(peer int) (engine.RecvConn, error) { return v.ch.recvFrom(peer, v.proto) }
+func (v *conns) SendTo(peer, conn int) (engine.SendConn, error) {
+	return v.ch.sendTo(peer, v.proto, conn)
+}
+
+func (v *conns) RecvFrom(peer, conn int) (engine.RecvConn, error) {
+	return v.ch.recvFrom(peer, v.proto, conn)
+}
 
 // with returns the channel's connections for protocol p.
-func (ch *channel) with(p protocols.Proto) conns { return conns{ch: ch, proto: p} }
+func (ch *channel) with(p protocols.Proto) *conns { return ch.views[p] }
 
 // lazy is a connection opened once by its first user; others wait on ready.
 type lazy[T any] struct {
@@ -91,7 +101,14 @@ func (l *lazy[T]) opened() (T, bool) {
 }
 
 func newChannel(c *Comm, id int) *channel {
-	return &channel{c: c, id: id, send: map[connKey]*lazy[sender]{}, recv: map[connKey]*lazy[receiver]{}}
+	ch := &channel{c: c, id: id, send: map[connKey]*lazy[sender]{}, recv: map[connKey]*lazy[receiver]{}}
+	for p := range ch.views {
+		ch.views[p] = &conns{ch: ch, proto: protocols.Proto(p)}
+	}
+	ch.runner = engine.NewRunner(func(err error) {
+		c.fail(fmt.Errorf("rank %d: %s: %w", c.rank, ch.name(), err))
+	})
+	return ch
 }
 
 func (ch *channel) name() string {
@@ -101,45 +118,53 @@ func (ch *channel) name() string {
 	return fmt.Sprintf("channel %d", ch.id)
 }
 
-// sendTo is the protocol-p connection to peer, opened once: shared memory
-// when peer is on this host, TCP otherwise.
-func (ch *channel) sendTo(peer int, p protocols.Proto) (sender, error) {
+// sendTo is the protocol-p connection to peer with connection index conn,
+// opened once: shared memory when peer is on this host, TCP otherwise.
+func (ch *channel) sendTo(peer int, p protocols.Proto, conn int) (sender, error) {
 	c := ch.c
-	return get(&ch.mu, ch.send, connKey{peer, p}, func() (sender, error) {
+	return get(&ch.mu, ch.send, connKey{peer, p, conn}, func() (sender, error) {
 		if lp, ok := c.local(peer); ok {
-			sc, err := c.seg.Send(c.shmChannel(ch.id), c.localRank, lp, p)
+			sc, err := c.seg.Send(c.shmSet(ch.id, conn), c.localRank, lp, p)
 			if err != nil {
 				return nil, fmt.Errorf("rank %d: shared memory to rank %d: %w", c.rank, peer, err)
 			}
-			c.infof(param.SubsysSHM, "%s: rank %d -> rank %d via SHM %s, protocol %s", ch.name(), c.rank, peer, c.seg.Name(), p)
+			c.infof(param.SubsysSHM, "%s: rank %d -> rank %d via SHM %s, protocol %s%s", ch.name(), c.rank, peer, c.seg.Name(), p, connName(conn))
 			return sc, nil
 		}
-		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, ch.id, p, c.wireStep(p))
+		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, tcpSet(ch.id, conn), p, c.wireStep(p))
 		if err != nil {
 			return nil, err
 		}
-		c.infof(param.SubsysNet, "%s: rank %d -> rank %d via TCP %s, protocol %s", ch.name(), c.rank, peer, c.peers[peer].Addr, p)
+		c.infof(param.SubsysNet, "%s: rank %d -> rank %d via TCP %s, protocol %s%s", ch.name(), c.rank, peer, c.peers[peer].Addr, p, connName(conn))
 		return sc, nil
 	})
 }
 
-// recvFrom is the protocol-p connection from peer, accepted once.
-func (ch *channel) recvFrom(peer int, p protocols.Proto) (receiver, error) {
+// recvFrom is the protocol-p connection from peer with connection index
+// conn, accepted once.
+func (ch *channel) recvFrom(peer int, p protocols.Proto, conn int) (receiver, error) {
 	c := ch.c
-	return get(&ch.mu, ch.recv, connKey{peer, p}, func() (receiver, error) {
+	return get(&ch.mu, ch.recv, connKey{peer, p, conn}, func() (receiver, error) {
 		if lp, ok := c.local(peer); ok {
-			rc, err := c.seg.Recv(c.shmChannel(ch.id), lp, c.localRank, p)
+			rc, err := c.seg.Recv(c.shmSet(ch.id, conn), lp, c.localRank, p)
 			if err != nil {
 				return nil, fmt.Errorf("rank %d: shared memory from rank %d: %w", c.rank, peer, err)
 			}
 			return rc, nil
 		}
-		rc, err := c.tr.Accept(c.ctx, peer, ch.id, p, c.wireStep(p))
+		rc, err := c.tr.Accept(c.ctx, peer, tcpSet(ch.id, conn), p, c.wireStep(p))
 		if err != nil {
 			return nil, err
 		}
 		return rc, nil
 	})
+}
+
+func connName(conn int) string {
+	if conn == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", connection %d", conn)
 }
 
 // fail makes every open connection of the channel return cause.
@@ -177,52 +202,39 @@ func (ch *channel) each(fs func(sender), fr func(receiver)) {
 	}
 }
 
-// connectRings opens every ring channel's connections: a send connection to
-// the next rank and a receive connection from the previous one.
-func (c *Comm) connectRings(ctx context.Context) error {
-	if c.nranks == 1 {
+// connect opens, on every collective channel, the Simple connections of
+// links: what the algorithms this communicator expects to run need, so that
+// the first collective does not pay for connection set-up. Both ends of
+// every link are opened by the same call on the two ranks (every rank
+// derives the same links from the same settings), concurrently, since a
+// TCP connect waits for its accept.
+func (c *Comm) connect(ctx context.Context, links []algos.Link) error {
+	if len(links) == 0 {
 		return nil
 	}
-	next, prev := algos.RingNext(c.rank, c.nranks), algos.RingPrev(c.rank, c.nranks)
-	errs := make(chan error, 2*len(c.channels))
+	n := len(links) * len(c.channels)
+	errs := make(chan error, n)
 	for _, ch := range c.channels {
-		go func(ch *channel) { _, err := ch.sendTo(next, protocols.Simple); errs <- err }(ch)
-		go func(ch *channel) { _, err := ch.recvFrom(prev, protocols.Simple); errs <- err }(ch)
+		for _, l := range links {
+			go func() {
+				var err error
+				if l.Send {
+					_, err = ch.sendTo(l.Peer, protocols.Simple, int(l.Conn))
+				} else {
+					_, err = ch.recvFrom(l.Peer, protocols.Simple, int(l.Conn))
+				}
+				errs <- err
+			}()
+		}
 	}
 	var first error
-	for i := 0; i < 2*len(c.channels); i++ {
+	for i := 0; i < n; i++ {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 			c.cancel(err) // stop the others waiting
 		}
 	}
-	if first == nil {
-		c.infof(param.SubsysInit, "%d ring channels: rank %d -> %d -> %d", len(c.channels), prev, c.rank, next)
-	}
 	return first
-}
-
-// worker runs the tasks of one extra channel on its own goroutine; the
-// calling goroutine runs channel 0 itself.
-type worker struct {
-	jobs chan func()
-	done chan struct{}
-}
-
-func newWorker() *worker {
-	w := &worker{jobs: make(chan func()), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for f := range w.jobs {
-			f()
-		}
-	}()
-	return w
-}
-
-func (w *worker) stop() {
-	close(w.jobs)
-	<-w.done
 }
 
 // local returns peer's index among this host's ranks, when the two talk
@@ -235,11 +247,22 @@ func (c *Comm) local(peer int) (int, bool) {
 	return i, ok
 }
 
-// shmChannel maps a channel id to the segment's connection set: ring
-// channels first, then point-to-point.
-func (c *Comm) shmChannel(id int) int {
+// Connection sets. The transports keep the connections of a (channel,
+// connection index) apart by a set number: collective channels first, then
+// point-to-point, algos.MaxConns sets per channel.
+
+// shmSet is the shared-memory segment's connection set of channel id and
+// connection index conn.
+func (c *Comm) shmSet(id, conn int) int {
 	if id == p2pChannel {
-		return c.nchannels
+		id = c.nchannels
 	}
-	return id
+	return id*algos.MaxConns + conn
 }
+
+// shmSets is the number of connection sets the segment holds.
+func (c *Comm) shmSets() int { return (c.nchannels + 1) * algos.MaxConns }
+
+// tcpSet is the TCP transport's channel number of channel id and
+// connection index conn.
+func tcpSet(id, conn int) int { return id*algos.MaxConns + conn }

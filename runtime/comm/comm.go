@@ -32,10 +32,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"github.com/seed-760dd1f1/cc/runtime/debuglog"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/seed-760dd1f1/cc/runtime/transport/shm"
@@ -73,7 +75,13 @@ type Comm struct {
 	nchannels int
 	channels  []*channel
 	p2p       *channel
-	workers   []*worker
+	workers   []*worker // channels 1.. run on these
+
+	topo    *algos.Topo                      // which ranks share a host
+	algoFor [algos.NumColls]*algos.Algorithm // the row each collective runs with
+	algoErr [algos.NumColls]error            // or why none can (NCCL_ALGO, NCCL_PROTO)
+	plans   map[planKey]*plan                // schedules by collective shape
+	tasks   []engine.Task                    // one per channel, reused by every call
 
 	ctx    context.Context // cancelled with the abort cause
 	cancel context.CancelCauseFunc
@@ -103,16 +111,13 @@ func Init(ctx context.Context, o Options) (*Comm, error) {
 			return nil, err
 		}
 	}
-	if err := checkImplemented(p); err != nil {
-		return nil, err
-	}
 	host, _ := os.Hostname()
 	lg, err := debuglog.New(p, host, os.Getpid(), o.Rank)
 	if err != nil {
 		return nil, err
 	}
 	c := &Comm{rank: o.Rank, nranks: o.NRanks, host: host, p: p, log: lg, root: o.root,
-		customOp: map[reduce.Op]preMulSum{}, nextOp: firstCustomOp}
+		customOp: map[reduce.Op]preMulSum{}, nextOp: firstCustomOp, plans: map[planKey]*plan{}}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.settled = make(chan struct{})
 	if err := c.init(ctx, o); err != nil {
@@ -182,7 +187,14 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		c.warnf("counting cores: %v; assuming 1", err)
 		cores = 1
 	}
-	c.nchannels = channelCount(p, cores)
+	if err := c.agree(ctx, channelCount(p, cores)); err != nil {
+		return err
+	}
+	hostIDs := make([]string, c.nranks)
+	for _, pi := range c.peers {
+		hostIDs[pi.Rank] = pi.HostID
+	}
+	c.topo = algos.NewTopo(hostIDs)
 	if err := c.openSHM(ctx, o.Job, cores); err != nil {
 		return err
 	}
@@ -190,12 +202,15 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	for i := 0; i < c.nchannels; i++ {
 		c.channels = append(c.channels, newChannel(c, i))
 	}
-	if err := c.connectRings(ctx); err != nil {
+	c.tasks = make([]engine.Task, c.nchannels)
+	links := c.pickAlgos()
+	if err := c.connect(ctx, links); err != nil {
 		return err
 	}
 	for i := 1; i < c.nchannels; i++ {
-		c.workers = append(c.workers, newWorker())
+		c.workers = append(c.workers, c.newWorker(i))
 	}
+	c.logGraph()
 	c.infof(param.SubsysInit, "comm rank %d nranks %d host %s: %d channels, buffsize %d, %d sockets per connection, listening on %s - Init COMPLETE",
 		c.rank, c.nranks, c.host, c.nchannels, p.BuffSize, p.SocketNThreads*p.NSocksPerThread, c.tr.Addr())
 	return nil
@@ -224,7 +239,7 @@ func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
 	// The segment is per job and host identity: with CC_HOST_ID, several
 	// "hosts" of one machine get one each.
 	o := shm.Options{Dir: shmDir, JobID: job.ID, Host: mine, LocalRank: c.localRank, LocalNRanks: n,
-		Channels: c.nchannels + 1, Spin: c.p.SHMSpin, Cores: cores, Barrier: c.boot.Barrier, Logf: c.warnf}
+		Channels: c.shmSets(), Spin: c.p.SHMSpin, Cores: cores, Barrier: c.boot.Barrier, Logf: c.warnf}
 	if n == 1 {
 		o.LocalRank = 0
 	}
@@ -410,6 +425,9 @@ func (c *Comm) teardown() {
 	for _, w := range c.workers {
 		w.stop()
 	}
+	for _, ch := range c.allChannels() {
+		ch.runner.Close()
+	}
 	if c.tr != nil {
 		c.tr.Close()
 	}
@@ -460,9 +478,20 @@ func (c *Comm) warnf(format string, args ...any) {
 }
 
 // InitLocal creates nranks communicators in this process, ranks as
-// goroutines over loopback TCP, with an in-process bootstrap root. p nil
+// goroutines with an in-process bootstrap root. They share a host, so they
+// talk through shared memory (loopback TCP with NCCL_SHM_DISABLE=1). p nil
 // means the environment's NCCL_* settings.
 func InitLocal(ctx context.Context, nranks int, p *param.Params) ([]*Comm, error) {
+	return InitLocalHosts(ctx, make([]string, nranks), p)
+}
+
+// InitLocalHosts is InitLocal with a host identity per rank (CC_HOST_ID):
+// ranks with different identities behave as ranks of different hosts
+// (loopback TCP between them, and the topology algorithms see), which lets
+// one process test multi-host schedules. An empty identity means the
+// setting of p (or the machine's own).
+func InitLocalHosts(ctx context.Context, hosts []string, p *param.Params) ([]*Comm, error) {
+	nranks := len(hosts)
 	if nranks < 1 {
 		return nil, fmt.Errorf("nranks %d: want at least 1", nranks)
 	}
@@ -486,6 +515,11 @@ func InitLocal(ctx context.Context, nranks int, p *param.Params) ([]*Comm, error
 	var wg sync.WaitGroup
 	for r := 0; r < nranks; r++ {
 		o := Options{Rank: r, NRanks: nranks, RootAddr: root.Addr(), Job: job, Params: p}
+		if hosts[r] != "" {
+			pr := *p
+			pr.HostID = hosts[r]
+			o.Params = &pr
+		}
 		if r == 0 {
 			o.root = root
 		}

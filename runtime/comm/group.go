@@ -193,7 +193,7 @@ func (c *Comm) runP2P(ops []p2p) error {
 func (c *Comm) p2pTask(op p2p) (*engine.Task, protocols.Proto) {
 	p := protocols.Simple
 	o := algos.Op{RecvFrom: algos.NoPeer, SendTo: algos.NoPeer, Count: op.count}
-	t := &engine.Task{Type: op.dt, StepBytes: c.payloadStep(p), ChunkSteps: pipeChunkSteps, SliceSteps: pipeSliceSteps, Stable: true}
+	t := &engine.Task{Type: op.dt, StepPayload: c.payloadStep(p), ChunkSteps: 1, SliceSteps: 1, Stable: true}
 	if op.send {
 		o.SendTo, o.Src = op.peer, algos.Input
 		t.In = op.buf
@@ -201,7 +201,7 @@ func (c *Comm) p2pTask(op p2p) (*engine.Task, protocols.Proto) {
 		o.RecvFrom, o.Dst = op.peer, algos.Output
 		t.Out = op.buf
 	}
-	t.Ops = []algos.Op{o}
+	t.Sched = algos.Single([]algos.Op{o})
 	return t, p
 }
 
@@ -272,37 +272,6 @@ func opNames() string {
 		s += o.String()
 	}
 	return s
-}
-
-// implemented are the algorithms and protocols this runtime has today.
-var (
-	implementedAlgos  = []param.Algo{param.AlgoRing}
-	implementedProtos = []param.Proto{param.ProtoLL, param.ProtoLL128, param.ProtoSimple}
-)
-
-// checkImplemented turns an NCCL_ALGO or NCCL_PROTO that leaves a
-// collective with nothing implemented into an error naming the knob.
-func checkImplemented(p *param.Params) error {
-	var errs []error
-	for f := range param.Func(param.NumFuncs) {
-		algos := p.Algo.For(f)
-		ok := false
-		for _, a := range implementedAlgos {
-			ok = ok || algos.Has(a)
-		}
-		if !ok {
-			errs = append(errs, fmt.Errorf("NCCL_ALGO=%q leaves %s no implemented algorithm (allows %s; implemented: ring)", p.Algo.Raw, f, algos))
-		}
-		protos := p.Proto.For(f)
-		ok = false
-		for _, pr := range implementedProtos {
-			ok = ok || protos.Has(pr)
-		}
-		if !ok {
-			errs = append(errs, fmt.Errorf("NCCL_PROTO=%q leaves %s no implemented protocol (allows %s; implemented: ll, ll128, simple)", p.Proto.Raw, f, protos))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // channelCount is the number of channels a communicator opens: one per

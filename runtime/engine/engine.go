@@ -1,37 +1,44 @@
 // Package engine executes algos schedules over FIFO connections.
 //
 // A schedule (package algos) says, per channel and per rank, which primitive
-// to perform on which element range. The engine turns each Op into slices and
-// moves them through the connections a transport provides, NCCL-style:
+// to perform on which element range, in one or more lanes. The engine turns
+// each Op into slices and moves them through the connections a transport
+// provides, NCCL-style:
 //
-//   - every connection has a FIFO of NCCL_STEPS = 8 slots of stepBytes each
-//     (stepBytes = buffSize / 8 for the protocol in use);
+//   - every connection has a FIFO of NCCL_STEPS = 8 slots; a slot carries
+//     StepPayload bytes of data (buffSize/8 for Simple; less for LL and
+//     LL128, whose lines carry flags);
 //   - a chunk is ChunkSteps slots, a slice SliceSteps slots, as in NCCL's
-//     collectives.h (ring all-reduce/reduce-scatter/all-gather: 4 and 2;
-//     broadcast, reduce and point-to-point: 1 and 1);
+//     collectives.h (the algorithm table in algos says which per protocol);
 //   - an Op of nelem elements is cut into slices of
 //     max(divUp(nelem, 16*slicePerChunk)*16, stepElems*SliceSteps/32)
 //     elements (NCCL prims_simple.h), each occupying SliceSteps slots;
 //   - a sender acquires free slots (head/tail flow control), fills them and
-//     posts; a receiver waits for the posted slice, consumes it and releases.
+//     posts; a receiver waits for the posted slice, consumes it and releases;
+//   - an Op with a fan waits for a slice from every peer it receives from,
+//     reduces them in peer order with the local operand, and posts the one
+//     value to every peer it sends to;
+//   - the lanes of a schedule run concurrently: lane 0 on the caller's
+//     goroutine, the others on a Runner's long-lived goroutines; a Wait
+//     holds a lane until another has completed enough Ops.
 //
 // The engine knows nothing of sockets or shared memory: SendConn and RecvConn
 // are declared here and satisfied by runtime/transport/*. It knows nothing of
-// algorithms either: it runs whatever Ops it is given.
+// algorithms either: it runs whatever schedule it is given.
 package engine
 
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"unsafe"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
 // NSteps is NCCL_STEPS: the number of slots in every connection's FIFO.
-const NSteps = 8
+const NSteps = protocols.NSteps
 
 // SendConn is the sending end of one FIFO connection to a peer.
 type SendConn interface {
@@ -65,64 +72,46 @@ type RefSender interface {
 	Flush() error
 }
 
-// Conns gives the engine the connections of one channel.
+// Conns gives the engine the connections of one channel: to and from a
+// peer, on connection index conn (NCCL's connIndex, 0 or 1).
 type Conns interface {
-	SendTo(peer int) (SendConn, error)
-	RecvFrom(peer int) (RecvConn, error)
+	SendTo(peer, conn int) (SendConn, error)
+	RecvFrom(peer, conn int) (RecvConn, error)
 }
 
 // Task is one collective's (or one point-to-point transfer's) work on one
 // channel of one rank.
 type Task struct {
-	Ops  []algos.Op
-	In   []byte // the Input buffer
-	Out  []byte // the Output buffer (may be the same memory as In)
-	Type reduce.DataType
-	Fn   *reduce.Func // the reduction; nil for collectives that do not reduce
+	Sched algos.Schedule
+	In    []byte // the Input buffer
+	Out   []byte // the Output buffer (may be the same memory as In)
+	Type  reduce.DataType
+	Fn    *reduce.Func // the reduction; nil for collectives that do not reduce
 
-	StepBytes  int // bytes per FIFO slot
-	ChunkSteps int // slots per chunk
-	SliceSteps int // slots per slice
+	StepPayload int // payload bytes one FIFO slot carries
+	ChunkSteps  int // slots per chunk
+	SliceSteps  int // slots per slice
 
 	// Stable says that, during the task, In is not modified and every
-	// element of Out is written at most once (true of the ring schedules
-	// when the call is not in place): slices may then be sent from In or
-	// Out directly, without a copy into the FIFO.
+	// element of Out is written at most once (a schedule whose algorithm
+	// writes Output once, in a call that is not in place): slices may then
+	// be sent from In or Out directly, without a copy into the FIFO.
 	Stable bool
 }
 
-// Run executes t's Ops in order over conns. It returns the first error,
-// wrapped with the Op it happened in.
+// Run executes t over conns with a Runner of its own (whose lane goroutines
+// end with it). A communicator keeps a Runner per channel instead.
 func Run(t *Task, conns Conns) error {
-	esize := t.Type.Size()
-	if t.StepBytes < esize || t.SliceSteps < 1 || t.ChunkSteps < t.SliceSteps || t.SliceSteps > NSteps {
-		return fmt.Errorf("engine: bad task geometry: step %d bytes, chunk %d steps, slice %d steps", t.StepBytes, t.ChunkSteps, t.SliceSteps)
+	r := NewRunner(nil)
+	defer r.Close()
+	return r.Run(t, conns)
+}
+
+// checkGeometry validates the FIFO geometry of a task.
+func checkGeometry(t *Task) error {
+	if t.StepPayload < t.Type.Size() || t.SliceSteps < 1 || t.ChunkSteps < t.SliceSteps || t.SliceSteps > NSteps {
+		return fmt.Errorf("engine: bad task geometry: step %d bytes, chunk %d steps, slice %d steps", t.StepPayload, t.ChunkSteps, t.SliceSteps)
 	}
-	var refs []RefSender
-	defer func() {
-		for _, r := range refs {
-			r.Flush() // the memory must be free before the caller reuses it
-		}
-	}()
-	for i := range t.Ops {
-		op := &t.Ops[i]
-		if op.Count <= 0 {
-			continue
-		}
-		ref, err := runOp(t, op, conns, esize)
-		if err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		if ref != nil && !slices.Contains(refs, ref) {
-			refs = append(refs, ref)
-		}
-	}
-	for _, r := range refs {
-		if err := r.Flush(); err != nil {
-			return err
-		}
-	}
-	refs = nil
 	return nil
 }
 
@@ -130,7 +119,7 @@ func Run(t *Task, conns Conns) error {
 // (prims_simple.h): at least 1/slicePerChunk of the Op, rounded up to 16
 // elements, and at least 1/32 of a full slice; never more than a full slice.
 func sliceElems(t *Task, nelem int64, esize int) int64 {
-	stepElems := int64(t.StepBytes / esize)
+	stepElems := int64(t.StepPayload / esize)
 	full := stepElems * int64(t.SliceSteps)
 	slicePerChunk := int64(t.ChunkSteps / t.SliceSteps)
 	s := divUp(nelem, 16*slicePerChunk) * 16
@@ -146,19 +135,20 @@ func sliceElems(t *Task, nelem int64, esize int) int64 {
 	return s
 }
 
-// runOp runs one Op slice by slice. It returns the connection it sent on by
-// reference, if any, which must be flushed before the task returns.
+// runOp runs one Op with at most one peer each way, slice by slice. It
+// returns the connection it sent on by reference, if any, which must be
+// flushed before the task returns.
 func runOp(t *Task, op *algos.Op, conns Conns, esize int) (RefSender, error) {
 	var send SendConn
 	var recv RecvConn
 	var err error
 	if op.SendTo != algos.NoPeer {
-		if send, err = conns.SendTo(op.SendTo); err != nil {
+		if send, err = conns.SendTo(op.SendTo, int(op.Conn)); err != nil {
 			return nil, err
 		}
 	}
 	if op.RecvFrom != algos.NoPeer {
-		if recv, err = conns.RecvFrom(op.RecvFrom); err != nil {
+		if recv, err = conns.RecvFrom(op.RecvFrom, int(op.Conn)); err != nil {
 			return nil, err
 		}
 	}

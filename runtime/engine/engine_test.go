@@ -13,8 +13,8 @@ import (
 func TestSliceElems(t *testing.T) {
 	// stepBytes 512 KiB of float32: stepElems 131072; ring: 4 chunk steps,
 	// 2 slice steps (NCCL prims_simple.h arithmetic).
-	ring := &Task{StepBytes: 512 << 10, ChunkSteps: 4, SliceSteps: 2}
-	pipe := &Task{StepBytes: 512 << 10, ChunkSteps: 1, SliceSteps: 1}
+	ring := &Task{StepPayload: 512 << 10, ChunkSteps: 4, SliceSteps: 2}
+	pipe := &Task{StepPayload: 512 << 10, ChunkSteps: 1, SliceSteps: 1}
 	for _, tc := range []struct {
 		t     *Task
 		nelem int64
@@ -87,8 +87,8 @@ type memConns struct {
 	recv map[int]*memConn
 }
 
-func (m memConns) SendTo(p int) (SendConn, error)   { return m.send[p], nil }
-func (m memConns) RecvFrom(p int) (RecvConn, error) { return m.recv[p], nil }
+func (m memConns) SendTo(p, _ int) (SendConn, error)   { return m.send[p], nil }
+func (m memConns) RecvFrom(p, _ int) (RecvConn, error) { return m.recv[p], nil }
 
 func i32(v ...int32) []byte {
 	b := make([]byte, 4*len(v))
@@ -129,9 +129,9 @@ func TestRunAllReducePrePost(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				task := &Task{Ops: algos.RingAllReduce(r, n, algos.Part{Count: count, Chunk: 8, Align: 4}),
+				task := &Task{Sched: algos.Single(algos.RingAllReduce(r, n, algos.Part{Count: count, Chunk: 8, Align: 4})),
 					In: i32(in...), Out: outs[r], Type: reduce.Int32, Fn: fn,
-					StepBytes: 64, ChunkSteps: 4, SliceSteps: 2, Stable: stable}
+					StepPayload: 64, ChunkSteps: 4, SliceSteps: 2, Stable: stable}
 				wg.Add(1)
 				go func(r int) { defer wg.Done(); errs[r] = Run(task, conns[r]) }(r)
 			}

@@ -50,4 +50,9 @@
 //
 // Our additions: NCCL_NCHANNELS (min = max = N) and the
 // ctring algorithm token.
+//
+// The ctring algorithm also reads CTRAN's NCCL_CTRAN_ALLREDUCE_RING_* CVARs
+// (torchcomms nccl_cvars.yaml, same names, defaults and meanings) and our
+// CC_CTRING_ARCH, which picks CTRAN's hopper or default tier tables; they
+// land in Params.CTRing, checked together by algos.CTRingKnobs.Check.
 package param

@@ -156,3 +156,33 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLoadPair: as FuzzLoad, with two knobs set at once, so that the
+// cross-knob checks (channels, sockets, the CTRING knobs) are fuzzed too: a
+// failure names one of the two variables.
+func FuzzLoadPair(f *testing.F) {
+	index := func(name string) int {
+		for i, k := range Knobs() {
+			if k.Name == name {
+				return i
+			}
+		}
+		f.Fatalf("no knob %s", name)
+		return 0
+	}
+	const cr = "NCCL_CTRAN_ALLREDUCE_RING_"
+	f.Add(index(cr+"NUM_THREAD_BLOCKS"), "8", index(cr+"MAX_NUM_THREAD_BLOCKS"), "4")
+	f.Add(index(cr+"TMPBUF_CHUNK_SIZE"), "4194304", index(cr+"TMPBUF_NUM_CHUNKS"), "9")
+	f.Add(index(cr+"QP_SCALING_TH_MIN"), "-1", index(cr+"QP_SCALING_TH_MAX"), "0")
+	f.Add(index("CC_CTRING_ARCH"), "default", index(cr+"BIDIR_AG_MAX_SIZE"), "-2")
+	f.Add(index("NCCL_MIN_NCHANNELS"), "8", index("NCCL_MAX_NCHANNELS"), "4")
+	f.Add(index("NCCL_SOCKET_NTHREADS"), "16", index("NCCL_NSOCKS_PERTHREAD"), "8")
+	f.Fuzz(func(t *testing.T, i int, v string, j int, w string) {
+		ks := Knobs()
+		a, b := ks[uint(i)%uint(len(ks))], ks[uint(j)%uint(len(ks))]
+		_, err := Load(env(a.Name+"="+v, b.Name+"="+w))
+		if err != nil && !strings.Contains(err.Error(), a.Name) && !strings.Contains(err.Error(), b.Name) {
+			t.Errorf("Load(%s=%q, %s=%q): error %q names neither variable", a.Name, v, b.Name, w, err)
+		}
+	})
+}

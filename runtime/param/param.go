@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/algos"
 )
 
 // Params is every knob after Load: defaults where the environment is
@@ -66,6 +68,11 @@ type Params struct {
 	// HostID is CC_HOST_ID: the host identity that groups ranks for shared
 	// memory; "" means hostname + boot id.
 	HostID string
+
+	// CTRing is the ctring algorithm's knobs: the twelve
+	// NCCL_CTRAN_ALLREDUCE_RING_* CVARs and CC_CTRING_ARCH, consistent
+	// (algos.CTRingKnobs.Check passed).
+	CTRing algos.CTRingKnobs
 
 	// channel knobs as read, resolved into MinChannels/MaxChannels by
 	// checkChannels; 0 means unset.

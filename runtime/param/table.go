@@ -42,7 +42,7 @@ const (
 
 // knobs is the table: every NCCL_* and CC_* variable the runtime reads,
 // declared once. The README test walks Knobs().
-var knobs = []knob{
+var knobs = append([]knob{
 	{
 		name: "NCCL_ALGO", kind: KindList,
 		allowed: "[func:][^]algo[,algo...] entries separated by ';', only the first without func:; algo: " +
@@ -144,7 +144,7 @@ var knobs = []knob{
 			return nil
 		},
 	},
-}
+}, ctringKnobs...)
 
 func boolKnob(name, def, doc string, set func(*Params, bool)) knob {
 	return knob{
@@ -164,7 +164,7 @@ func boolKnob(name, def, doc string, set func(*Params, bool)) knob {
 }
 
 // checks run after every knob parsed cleanly: rules that involve several.
-var checks = []func(p *Params) error{checkChannels, checkSockets}
+var checks = []func(p *Params) error{checkChannels, checkSockets, checkCTRing}
 
 func intKnob(name, def string, lo, hi int, doc string, set func(*Params, int)) knob {
 	return knob{

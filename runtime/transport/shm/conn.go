@@ -72,6 +72,10 @@ func (s *Segment) newConn(k connKey, peer int) (*conn, error) {
 	c.stepWords = c.stepBytes / 8
 	off := g.fifo(k.ch, k.from, k.to, k.p)
 	n := int64(engine.NSteps * c.stepBytes)
+	what := fmt.Sprintf("%v FIFO of local ranks %d -> %d, connection set %d (%s)", k.p, k.from, k.to, k.ch, protoKnob[k.p])
+	if err := s.reserve(off, int64(g.fifoBytes[k.p]), what); err != nil {
+		return nil, err
+	}
 	c.fifo = s.mem[off : off+n : off+n]
 	if k.p != protocols.Simple {
 		c.words = unsafe.Slice((*uint64)(unsafe.Pointer(&c.fifo[0])), len(c.fifo)/8)

@@ -54,6 +54,7 @@ type Segment struct {
 	path string
 	me   self
 	mem  []byte // nil with a single local rank, and after Close
+	fd   int    // the segment file, kept open to allocate FIFOs (-1: none)
 
 	minimalSpin bool
 	failed      atomic.Pointer[error]
@@ -125,7 +126,7 @@ func newSegment(o Options) (*Segment, error) {
 	if o.Cores <= 0 {
 		o.Cores = runtime.NumCPU()
 	}
-	s := &Segment{o: o, name: segmentName(o.JobID, o.Host), sends: map[connKey]*SendConn{}, recvs: map[connKey]*RecvConn{}}
+	s := &Segment{o: o, name: segmentName(o.JobID, o.Host), fd: -1, sends: map[connKey]*SendConn{}, recvs: map[connKey]*RecvConn{}}
 	s.path = filepath.Join(o.Dir, s.name)
 	s.minimalSpin = o.LocalNRanks > o.Cores
 	var err error
@@ -169,12 +170,15 @@ func (s *Segment) create() error {
 			return fmt.Errorf("shm: shared-memory directory %s: %w", dir, err)
 		}
 	}
+	// The file is sparse: only the header and the control blocks are
+	// touched at once, and each FIFO is allocated when its connection
+	// opens (reserve), so a full directory is an error there rather than a
+	// SIGBUS on first touch.
 	free := st.Bavail * uint64(st.Bsize)
-	if uint64(s.geo.size) > free {
+	if need := uint64(s.geo.fifoOff); need > free {
 		g := &s.geo
-		return fmt.Errorf("shm: %s has %s free, the segment needs %s (%d local ranks x %d peers x %d channels x %s per connection set, Simple+LL+LL128 FIFOs of %d+%d+%d bytes): enlarge %s, lower NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE or the channel count, or set NCCL_SHM_DISABLE=1",
-			dir, human(free), human(uint64(g.size)), g.nranks, g.nranks-1, g.channels, human(uint64(g.pairBytes)),
-			g.buff[protocols.Simple], g.buff[protocols.LL], g.buff[protocols.LL128], dir)
+		return fmt.Errorf("shm: %s has %s free, the segment's header and control blocks need %s (%d local ranks x %d peers x %d connection sets x %d protocols): enlarge %s, lower the channel count, or set NCCL_SHM_DISABLE=1",
+			dir, human(free), human(need), g.nranks, g.nranks-1, g.channels, protocols.NumProtos, dir)
 	}
 	var fd int
 	for attempt := 0; ; attempt++ {
@@ -198,10 +202,14 @@ func (s *Segment) create() error {
 		}
 		s.o.Logf("shm: removed stale segment %s: %s", s.path, why)
 	}
-	defer unix.Close(fd)
+	s.fd = fd
 	if err := unix.Ftruncate(fd, s.geo.size); err != nil {
 		unix.Unlink(s.path)
 		return fmt.Errorf("shm: size %s to %d bytes: %w", s.path, s.geo.size, err)
+	}
+	if err := unix.Fallocate(fd, 0, 0, int64(s.geo.fifoOff)); err != nil {
+		unix.Unlink(s.path)
+		return fmt.Errorf("shm: allocate the %s of control blocks of %s: %w (enlarge %s or set NCCL_SHM_DISABLE=1)", human(uint64(s.geo.fifoOff)), s.path, err, dir)
 	}
 	mem, err := unix.Mmap(fd, 0, int(s.geo.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -239,7 +247,7 @@ func (s *Segment) attach() error {
 	if err != nil {
 		return fmt.Errorf("shm: open %s: %w", s.path, err)
 	}
-	defer unix.Close(fd)
+	s.fd = fd
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("shm: stat %s: %w", s.path, err)
@@ -325,6 +333,30 @@ func (s *Segment) unmap() {
 		unix.Munmap(s.mem)
 		s.mem = nil
 	}
+	s.closeFile()
+}
+
+func (s *Segment) closeFile() {
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+		s.fd = -1
+	}
+}
+
+// reserve allocates the pages of [off, off+n) of the segment file, so that
+// touching them cannot fault with SIGBUS on a full tmpfs. Both ends of a
+// connection call it; allocating twice is harmless.
+func (s *Segment) reserve(off, n int64, what string) error {
+	if err := unix.Fallocate(s.fd, 0, off, n); err != nil {
+		free := "?"
+		var st unix.Statfs_t
+		if unix.Statfs(s.o.Dir, &st) == nil {
+			free = human(st.Bavail * uint64(st.Bsize))
+		}
+		return fmt.Errorf("shm: %s (%s free) cannot hold the %s of %s: %w: enlarge %s, lower the buffer size or the channel count, or set NCCL_SHM_DISABLE=1",
+			s.o.Dir, free, human(uint64(n)), what, err, s.o.Dir)
+	}
+	return nil
 }
 
 func (s *Segment) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }
@@ -379,6 +411,7 @@ func (s *Segment) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.closeFile()
 	if s.mem == nil {
 		return nil
 	}

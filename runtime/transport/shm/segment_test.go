@@ -224,21 +224,47 @@ func mountTmpfs(t *testing.T, flags uintptr, data string) string {
 	return dir
 }
 
+// TestOpenDirTooSmall: a segment whose control blocks do not fit fails at
+// Open with a message naming the directory; one whose control blocks fit
+// opens, and a connection whose FIFO does not fit fails when it opens, with
+// a message naming the knob, instead of a SIGBUS on first touch.
 func TestOpenDirTooSmall(t *testing.T) {
-	dir := mountTmpfs(t, 0, "size=1m")
-	o := testOptions(t, 2)
+	dir := mountTmpfs(t, 0, "size=16k")
+	o := testOptions(t, 8)
 	o.Dir = dir
+	o.Channels = 64
 	o.BuffSize = ncclBuff
 	_, errs, _ := openAll(t, o, nil, nil)
-	want := "shm: " + dir + " has 1.0 MiB free, the segment needs 55.1 MiB (2 local ranks x 1 peers x 3 channels x 9.2 MiB per connection set"
+	want := "shm: " + dir + " has 16.0 KiB free, the segment's header and control blocks need"
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), want) {
 		t.Errorf("local rank 0: Open = %v, want an error containing %q", errs[0], want)
 	}
-	if errs[1] == nil {
-		t.Errorf("local rank 1: Open succeeded")
-	}
 	if got := listDir(t, dir); len(got) != 0 {
 		t.Errorf("dir: %v, want empty", got)
+	}
+
+	dir = mountTmpfs(t, 0, "size=1m")
+	o = testOptions(t, 2)
+	o.Dir = dir
+	o.BuffSize = ncclBuff
+	segs, errs, _ := openAll(t, o, nil, nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("local rank %d: Open = %v, want success: the control blocks fit in 1 MiB", r, err)
+		}
+	}
+	defer func() {
+		for _, s := range segs {
+			s.Close()
+		}
+	}()
+	if _, err := segs[0].Send(0, 0, 1, protocols.LL); err != nil {
+		t.Errorf("LL connection (512 KiB FIFO) in 1 MiB: %v", err)
+	}
+	_, err := segs[0].Send(0, 0, 1, protocols.Simple)
+	want = "shm: " + dir + " ("
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "cannot hold the 4.0 MiB of Simple FIFO of local ranks 0 -> 1, connection set 0 (NCCL_BUFFSIZE)") {
+		t.Errorf("Simple connection (4 MiB FIFO) in 1 MiB: %v, want an error naming the FIFO and NCCL_BUFFSIZE", err)
 	}
 }
 

@@ -20,4 +20,16 @@ type Communicator interface {
 	GroupEnd() error
 	CreatePreMulSum(scalar float64, dt reduce.DataType) (reduce.Op, error)
 	Abort(cause error)
+	// Control returns the collectives bench uses for its own bookkeeping
+	// (barriers, timing reductions, the device list). They must work
+	// whatever NCCL_ALGO and NCCL_PROTO allow for the measured collective,
+	// as nccl-tests' MPI calls beside NCCL do.
+	Control() Control
+}
+
+// Control is what bench needs for its bookkeeping.
+type Control interface {
+	AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error
+	AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error
+	Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error
 }

@@ -101,6 +101,9 @@ func (j *fakeJob) exchange(rank int, c contrib) ([]contrib, error) {
 }
 
 func (c *fakeComm) Rank() int   { return c.rank }
+
+// Control is the fake itself: its collectives know no algorithms.
+func (c *fakeComm) Control() Control { return c }
 func (c *fakeComm) NRanks() int { return c.j.n }
 func (c *fakeComm) Abort(cause error) {
 	c.j.abort(cause)

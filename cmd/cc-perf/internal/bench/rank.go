@@ -132,7 +132,7 @@ func (k *rank) gatherDevices(dev Device) error {
 	send := make([]byte, deviceRecord)
 	copy(send, rec)
 	all := make([]byte, deviceRecord*k.n)
-	if err := k.c.AllGather(send, all, deviceRecord, reduce.Uint8); err != nil {
+	if err := k.c.Control().AllGather(send, all, deviceRecord, reduce.Uint8); err != nil {
 		return err
 	}
 	if !k.lead {
@@ -370,7 +370,7 @@ func iterStats(sec []float64, skip int) *IterStats {
 // barrier waits until every rank gets here: a one-element all-reduce.
 func (k *rank) barrier() error {
 	b := k.scratch[:4]
-	return k.c.AllReduce(b, b, 1, reduce.Int32, reduce.Sum)
+	return k.c.Control().AllReduce(b, b, 1, reduce.Int32, reduce.Sum)
 }
 
 // combineTime makes one time of every rank's as -a says.
@@ -378,15 +378,16 @@ func (k *rank) combineTime(sec float64) (float64, error) {
 	b := k.scratch[:8]
 	binary.LittleEndian.PutUint64(b, math.Float64bits(sec))
 	var err error
+	ctl := k.c.Control()
 	switch k.o.Average {
 	case 0:
-		err = k.c.Broadcast(b, b, 1, reduce.Float64, 0)
+		err = ctl.Broadcast(b, b, 1, reduce.Float64, 0)
 	case 2:
-		err = k.c.AllReduce(b, b, 1, reduce.Float64, reduce.Min)
+		err = ctl.AllReduce(b, b, 1, reduce.Float64, reduce.Min)
 	case 3:
-		err = k.c.AllReduce(b, b, 1, reduce.Float64, reduce.Max)
+		err = ctl.AllReduce(b, b, 1, reduce.Float64, reduce.Max)
 	default:
-		err = k.c.AllReduce(b, b, 1, reduce.Float64, reduce.Sum)
+		err = ctl.AllReduce(b, b, 1, reduce.Float64, reduce.Sum)
 	}
 	if err != nil {
 		return 0, err
@@ -404,7 +405,7 @@ func (k *rank) maxOverRanks(v []float64) error {
 	for i, x := range v {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
 	}
-	if err := k.c.AllReduce(b, b, len(v), reduce.Float64, reduce.Max); err != nil {
+	if err := k.c.Control().AllReduce(b, b, len(v), reduce.Float64, reduce.Max); err != nil {
 		return err
 	}
 	for i := range v {
@@ -416,7 +417,7 @@ func (k *rank) maxOverRanks(v []float64) error {
 func (k *rank) sumInt64(v int64) (int64, error) {
 	b := k.scratch[:8]
 	binary.LittleEndian.PutUint64(b, uint64(v))
-	if err := k.c.AllReduce(b, b, 1, reduce.Int64, reduce.Sum); err != nil {
+	if err := k.c.Control().AllReduce(b, b, 1, reduce.Int64, reduce.Sum); err != nil {
 		return 0, err
 	}
 	return int64(binary.LittleEndian.Uint64(b)), nil

@@ -1,0 +1,164 @@
+package comm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/param"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// allReduceAlgos are the algorithms besides the ring that the table can
+// run AllReduce with, as NCCL_ALGO tokens, with the protocols each runs.
+func allReduceAlgos(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, row := range algos.Algorithms {
+		if row.Coll != algos.AllReduce || row.Algo == algos.Ring {
+			continue
+		}
+		var protos []string
+		for p := range protocols.Proto(protocols.NumProtos) {
+			if row.Runs(p) {
+				protos = append(protos, p.String())
+			}
+		}
+		out[strings.ToLower(row.Algo.String())] = protos
+	}
+	if len(out) == 0 {
+		t.Fatal("no AllReduce algorithm besides the ring in the table")
+	}
+	return out
+}
+
+// hostLayouts are the host identities of in-process ranks: every rank on
+// one host (shared memory between all), each rank alone (TCP between all),
+// and hosts of two ranks (chains inside hosts, a tree between them; both
+// transports at once).
+func hostLayouts(n int) map[string][]string {
+	one, alone, pairs := make([]string, n), make([]string, n), make([]string, n)
+	for r := range n {
+		one[r] = "h"
+		alone[r] = fmt.Sprintf("h%d", r)
+		pairs[r] = fmt.Sprintf("h%d", r/2)
+	}
+	return map[string][]string{"onehost": one, "alone": alone, "pairs": pairs}
+}
+
+// TestAllReduceAlgorithms runs every AllReduce algorithm of the table
+// over real connections, with each protocol it runs, for several rank
+// counts and host layouts, in and out of place, at counts around chunk and
+// partition boundaries, and checks every element.
+func TestAllReduceAlgorithms(t *testing.T) {
+	const buffSize = 8 * 512 // 512-byte slots: chunks of 128 int32, so counts span many
+	for algo, protos := range allReduceAlgos(t) {
+		for _, n := range []int{2, 3, 4, 5, 8} {
+			for layout, hosts := range hostLayouts(n) {
+				if n > 5 && layout != "pairs" {
+					continue // 8 ranks: the mixed layout covers both transports
+				}
+				for _, proto := range protos {
+					t.Run(fmt.Sprintf("%s/n%d/%s/%s", algo, n, layout, proto), func(t *testing.T) {
+						p := testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_PROTO": proto, "NCCL_BUFFSIZE": strconv.Itoa(buffSize),
+							"NCCL_LL_BUFFSIZE": strconv.Itoa(buffSize), "NCCL_LL128_BUFFSIZE": strconv.Itoa(2 * buffSize),
+							"NCCL_NCHANNELS": strconv.Itoa(1 + n%2)})
+						cs := withHosts(t, hosts, p)
+						cc := collCases()[0]
+						for _, count := range []int{0, 1, n - 1, 1009, 4099} {
+							runCase(t, cs, cc, count, false)
+							runCase(t, cs, cc, count, true)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// withHosts runs InitLocalHosts and closes every comm at the end.
+func withHosts(t testing.TB, hosts []string, p *param.Params) []*Comm {
+	t.Helper()
+	cs, err := InitLocalHosts(t.Context(), hosts, p)
+	if err != nil {
+		t.Fatalf("InitLocalHosts(%v): %v", hosts, err)
+	}
+	t.Cleanup(func() { closeAll(t, cs) })
+	return cs
+}
+
+// TestAlgorithmsEveryDataTypeAndOp runs each AllReduce algorithm for every
+// data type x op on two hosts of two ranks, comparing bytes exactly.
+func TestAlgorithmsEveryDataTypeAndOp(t *testing.T) {
+	const n, count, scalar = 4, 301, 2.0
+	for algo := range allReduceAlgos(t) {
+		t.Run(algo, func(t *testing.T) {
+			cs := withHosts(t, hostLayouts(n)["pairs"], testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_BUFFSIZE": "8192"}))
+			for _, dt := range reduce.DataTypes() {
+				for _, op := range reduce.Ops() {
+					es := dt.Size()
+					want := make([]byte, count*es)
+					for i := range count {
+						reduce.Encode(dt, want[i*es:], exactResult(dt, op, n, i, scalar))
+					}
+					outs := make([][]byte, n)
+					mustEach(t, cs, "AllReduce", func(c *Comm) error {
+						r := c.Rank()
+						send := make([]byte, count*es)
+						for i := range count {
+							reduce.Encode(dt, send[i*es:], exactValue(dt, op, r, i))
+						}
+						o := op
+						if op == reduce.PreMulSum {
+							var err error
+							if o, err = c.CreatePreMulSum(scalar, dt); err != nil {
+								return err
+							}
+							defer c.DestroyOp(o)
+						}
+						outs[r] = make([]byte, count*es)
+						return c.AllReduce(send, outs[r], count, dt, o)
+					})
+					for r := range n {
+						if !bytes.Equal(outs[r], want) {
+							t.Errorf("%s/%s rank %d: %s", dt, op, r, firstDiff(dt, outs[r], want))
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAlgorithmAbort: one rank aborts while the others are in a stream of
+// all-reduces with each algorithm; every other rank's call fails naming
+// it, and (TestMain's goleak) no lane goroutine is left behind.
+func TestAlgorithmAbort(t *testing.T) {
+	for algo := range allReduceAlgos(t) {
+		t.Run(algo, func(t *testing.T) {
+			const n, victim, count = 4, 2, 1 << 14
+			cs := withHosts(t, hostLayouts(n)["pairs"], testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_BUFFSIZE": "8192"}))
+			errs := each(cs, func(c *Comm) error {
+				send, recv := make([]byte, 4*count), make([]byte, 4*count)
+				for i := 0; ; i++ {
+					if c.Rank() == victim && i == 3 {
+						c.Abort(errors.New("killed by the test"))
+					}
+					if err := c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum); err != nil {
+						return err
+					}
+				}
+			})
+			for r, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), "rank 2 aborted: killed by the test") {
+					t.Errorf("rank %d: %v, want the abort of rank 2", r, err)
+				}
+			}
+		})
+	}
+}

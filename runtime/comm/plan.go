@@ -1,0 +1,337 @@
+package comm
+
+// From a validated call to running schedules: which table row and protocol
+// run a collective (choose), its schedules per channel (plans, cached by
+// shape), and running them on the channels (runColls).
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
+	"github.com/seed-760dd1f1/cc/runtime/param"
+)
+
+// algoOrder is the order in which algorithms are preferred until the tuner
+// exists: the ring first (the default), then the others in NCCL's order.
+// An algorithm runs only where NCCL_ALGO allows it and the table has a row.
+var algoOrder = []algos.Algo{algos.Ring, algos.Tree, algos.CollNetDirect, algos.CollNetChain,
+	algos.NVLS, algos.NVLSTree, algos.PAT, algos.CTRing}
+
+// Protocol thresholds until the tuner exists (seed 000's table): LL below
+// 8 KiB, LL128 up to 1 MiB, Simple above.
+const (
+	llMaxBytes    = 8 << 10
+	ll128MaxBytes = 1 << 20
+)
+
+// minChannelBytes is the least work per channel before the communicator
+// spreads a collective over another channel (when the channel count is not
+// forced with NCCL_MIN_NCHANNELS or NCCL_NCHANNELS).
+const minChannelBytes = 512 << 10
+
+// pickAlgo returns the row that runs kind: the first algorithm of algoOrder
+// that NCCL_ALGO allows, the table implements for kind, and that runs with
+// a protocol NCCL_PROTO allows. It is NCCL's "No algorithm/protocol
+// available" error otherwise: a call fails, not the communicator.
+func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
+	allowed := p.Algo.For(param.Func(kind))
+	protos := p.Proto.For(param.Func(kind))
+	var implemented []string
+	for _, a := range algoOrder {
+		row := algos.Lookup(a, kind)
+		if row == nil {
+			continue
+		}
+		implemented = append(implemented, a.String())
+		if !allowed.Has(param.Algo(a)) {
+			continue
+		}
+		for pr := range protocols.Proto(protocols.NumProtos) {
+			if row.Runs(pr) && protos.Has(paramProto(pr)) {
+				return row, nil
+			}
+		}
+	}
+	e := &noAlgoError{kind: kind, implemented: joinNames(implemented)}
+	if p.Algo.Set {
+		e.why = fmt.Sprintf("NCCL_ALGO was set to %q", p.Algo.Raw)
+	}
+	if p.Proto.Set {
+		if e.why != "" {
+			e.why += ", "
+		}
+		e.why += fmt.Sprintf("NCCL_PROTO was set to %q", p.Proto.Raw)
+	}
+	return nil, e
+}
+
+// noAlgoError is NCCL's "No algorithm/protocol available for function %s
+// with datatype %s. NCCL_ALGO was set to %s." for one collective; the
+// datatype is that of the call.
+type noAlgoError struct {
+	kind        algos.Coll
+	why         string // the settings that excluded every row
+	implemented string
+	dt          string
+}
+
+func (e *noAlgoError) Error() string {
+	msg := fmt.Sprintf("no algorithm/protocol available for function %s", e.kind)
+	if e.dt != "" {
+		msg += " with datatype " + e.dt
+	}
+	if e.why != "" {
+		msg += ": " + e.why
+	}
+	return fmt.Sprintf("%s (implemented for %s: %s)", msg, e.kind, e.implemented)
+}
+
+// choose decides how a validated call runs: its row, protocol and channel
+// count.
+func (c *Comm) choose(k *coll) error {
+	row, err := c.algoFor[k.kind], c.algoErr[k.kind]
+	if k.control {
+		row, err = algos.Lookup(algos.Ring, k.kind), nil
+	}
+	if err != nil {
+		e := *err.(*noAlgoError)
+		e.dt = k.dt.String()
+		return &e
+	}
+	k.algo = row
+	k.channels = c.channelsFor(k.nbytes)
+	k.proto, k.why = c.protoFor(row, k.kind, k.nbytes, k.control)
+	return nil
+}
+
+// protoFor picks the protocol of a collective of nbytes run by row: the size
+// class's preference, then the others, skipping what the row cannot run and
+// what NCCL_PROTO forbids (pickAlgo made sure one is left; a control call
+// ignores NCCL_PROTO).
+func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64, control bool) (protocols.Proto, string) {
+	order := [3]protocols.Proto{protocols.Simple, protocols.LL128, protocols.LL}
+	why := "above 1 MiB"
+	switch {
+	case nbytes < llMaxBytes:
+		order, why = [3]protocols.Proto{protocols.LL, protocols.LL128, protocols.Simple}, "below 8 KiB"
+	case nbytes <= ll128MaxBytes:
+		order, why = [3]protocols.Proto{protocols.LL128, protocols.Simple, protocols.LL}, "8 KiB to 1 MiB"
+	}
+	allowed := c.p.Proto.For(param.Func(kind))
+	if control {
+		allowed = param.AllProtos
+	}
+	for i, p := range order {
+		if !row.Runs(p) || !allowed.Has(paramProto(p)) {
+			continue
+		}
+		if i > 0 {
+			if c.p.Proto.Set {
+				why += fmt.Sprintf(", NCCL_PROTO=%q", c.p.Proto.Raw)
+			}
+			if !row.Runs(order[0]) {
+				why += fmt.Sprintf(", %s runs %s", row.Algo, runsList(row))
+			}
+		}
+		return p, why
+	}
+	return protocols.Simple, "unreachable: pickAlgo guarantees a protocol"
+}
+
+func runsList(row *algos.Algorithm) string {
+	var names []string
+	for p := range protocols.Proto(protocols.NumProtos) {
+		if row.Runs(p) {
+			names = append(names, p.String())
+		}
+	}
+	return joinNames(names)
+}
+
+func joinNames(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+func paramProto(p protocols.Proto) param.Proto {
+	switch p {
+	case protocols.LL:
+		return param.ProtoLL
+	case protocols.LL128:
+		return param.ProtoLL128
+	}
+	return param.ProtoSimple
+}
+
+// channelsFor is the number of channels a collective of nbytes uses: the
+// forced count, or enough channels that each has minChannelBytes of work.
+func (c *Comm) channelsFor(nbytes int64) int {
+	if c.p.MinChannels > 0 {
+		return c.nchannels
+	}
+	n := int(nbytes / minChannelBytes)
+	return max(1, min(n, c.nchannels))
+}
+
+// plan is the schedules of one collective shape on every channel it uses.
+// It is immutable once made, and cached: a repeated call of the same shape
+// builds nothing.
+type plan struct {
+	scheds []algos.Schedule // index = channel
+	geo    algos.Geometry
+	step   int   // payload bytes of one FIFO slot
+	chunk  int64 // elements
+}
+
+// planKey is everything a plan depends on besides the communicator.
+type planKey struct {
+	kind     algos.Coll
+	algo     algos.Algo
+	proto    protocols.Proto
+	esize    int
+	count    int64
+	root     int
+	channels int
+}
+
+// maxPlans bounds the plan cache; a sweep over many sizes starts over.
+const maxPlans = 256
+
+// planFor returns the cached plan of k's shape, making it on first use.
+func (c *Comm) planFor(k *coll) *plan {
+	key := planKey{kind: k.kind, algo: k.algo.Algo, proto: k.proto, esize: k.dt.Size(), count: k.count, root: k.root, channels: k.channels}
+	if pl := c.plans[key]; pl != nil {
+		return pl
+	}
+	if len(c.plans) >= maxPlans {
+		clear(c.plans)
+	}
+	pl := c.makePlan(k)
+	c.plans[key] = pl
+	return pl
+}
+
+func (c *Comm) makePlan(k *coll) *plan {
+	esize := int64(k.dt.Size())
+	align := max(1, 16/esize)
+	pl := &plan{geo: k.algo.Geometry[k.proto], step: c.payloadStep(k.proto)}
+	pl.chunk = k.algo.ChunkFor(&algos.ChunkArgs{Proto: k.proto, Geometry: pl.geo, StepPayload: pl.step,
+		ElemSize: int(esize), Align: align, Bytes: k.nbytes, NChannels: k.channels, Topo: c.topo})
+	pl.scheds = make([]algos.Schedule, k.channels)
+	for ch := range pl.scheds {
+		off, n := partition(k.count, k.channels, align, ch)
+		pl.scheds[ch] = k.algo.Gen(&algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count,
+			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize)})
+	}
+	return pl
+}
+
+// partition is channel ch's contiguous share of count elements split over
+// nc channels, each share a multiple of align elements (NCCL's grain).
+func partition(count int64, nc int, align int64, ch int) (off, n int64) {
+	per := (count + int64(nc) - 1) / int64(nc)
+	per = (per + align - 1) / align * align
+	off = min(per*int64(ch), count)
+	return off, min(per, count-off)
+}
+
+// task fills channel ch's engine task for k.
+func (c *Comm) task(k *coll, ch int) *engine.Task {
+	t := &c.tasks[ch]
+	*t = engine.Task{Sched: k.plan.scheds[ch], In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn,
+		StepPayload: k.plan.step, ChunkSteps: k.plan.geo.ChunkSteps, SliceSteps: k.plan.geo.SliceSteps,
+		Stable: k.algo.WritesOutputOnce && !k.inPlace}
+	return t
+}
+
+// runColls runs collectives in order, each channel's share on its own
+// goroutine (channel 0 on the caller's).
+func (c *Comm) runColls(ks []*coll) error {
+	if len(ks) == 0 {
+		return nil
+	}
+	nc := 0
+	for _, k := range ks {
+		k.plan = c.planFor(k)
+		if !k.control {
+			c.logColl(k)
+		}
+		nc = max(nc, k.channels)
+	}
+	for ch := 1; ch < nc; ch++ {
+		c.workers[ch-1].start <- ks
+	}
+	err := c.runChannel(0, ks)
+	for ch := 1; ch < nc; ch++ {
+		err = errors.Join(err, <-c.workers[ch-1].done)
+	}
+	if err != nil || c.Err() != nil {
+		return fmt.Errorf("rank %d: %s: %w", c.rank, ks[0].kind, c.failure())
+	}
+	return nil
+}
+
+// runChannel runs channel ch's share of every collective of ks that uses it.
+func (c *Comm) runChannel(ch int, ks []*coll) error {
+	chn := c.channels[ch]
+	for _, k := range ks {
+		if ch >= k.channels {
+			continue
+		}
+		if err := chn.runner.Run(c.task(k, ch), chn.with(k.proto)); err != nil {
+			return err // the runner told c.fail
+		}
+	}
+	return nil
+}
+
+// worker runs the share of one extra channel on its own goroutine; the
+// calling goroutine runs channel 0 itself. It exits when start is closed.
+type worker struct {
+	start chan []*coll
+	done  chan error
+	exit  chan struct{}
+}
+
+func (c *Comm) newWorker(ch int) *worker {
+	w := &worker{start: make(chan []*coll), done: make(chan error, 1), exit: make(chan struct{})}
+	go func() {
+		defer close(w.exit)
+		for ks := range w.start {
+			w.done <- c.runChannel(ch, ks)
+		}
+	}()
+	return w
+}
+
+func (w *worker) stop() {
+	close(w.start)
+	<-w.exit
+}
+
+// logColl prints, per call, what NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL
+// users look for: algorithm, protocol, channels and why.
+func (c *Comm) logColl(k *coll) {
+	if !c.log.Enabled(param.DebugInfo, param.SubsysColl) {
+		return
+	}
+	chWhy := "default"
+	if c.p.MinChannels > 0 {
+		chWhy = "NCCL_MIN_NCHANNELS/NCCL_NCHANNELS"
+	}
+	algoWhy := "the default"
+	if c.p.Algo.Set {
+		algoWhy = fmt.Sprintf("NCCL_ALGO=%q", c.p.Algo.Raw)
+	}
+	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s (%s) proto %s (%s) channels %d (%s), chunk %d elements",
+		k.kind, k.nbytes, k.dt, k.algo.Algo, algoWhy, k.proto, k.why, k.channels, chWhy, k.plan.chunk)
+}
