@@ -67,8 +67,9 @@ package algos
 // which the engine cuts into FIFO slices, and CTRAN's copies into and out of
 // its tmp buffers have no Op. The FIFO takes the tmp buffer's other role:
 // since a rank sends a whole shard before it receives, every link must hold
-// one shard's rounds (CTRingDepth, NumChunks for a full partition), or every
-// rank may wait for a free slot at once.
+// one shard's rounds (CTRingDepth, NumChunks for a full partition) and, in
+// the engine, one round more, or every rank may wait for a free slot at
+// once. The table's row fits its config to that (ctringConfig).
 
 import (
 	"fmt"
@@ -292,12 +293,15 @@ func partitionNumel(remain, total, minPart int64) int64 {
 	return total
 }
 
-// CTRingDepth returns the FIFO depth, in messages, that CTRingAllReduce
-// needs on every link for a part of count elements: the rounds of the
-// largest shard of any partition (NumChunks for a full one). Every rank
-// sends a whole shard before it receives one, so with fewer slots every
-// rank may wait for a free slot at once when the shards are that large.
-// It is 0 for one rank or no elements, and panics like CTRingAllReduce.
+// CTRingDepth returns the FIFO depth, in messages, with which the
+// simulator runs CTRingAllReduce for a part of count elements: the rounds
+// of the largest shard of any partition (NumChunks for a full one). Every
+// rank sends a whole shard before it receives one, so with fewer slots
+// every rank may wait for a free slot at once when the shards are that
+// large. The engine needs room for one round more: its Op that receives
+// and sends keeps the received slice until it has room to send it on (see
+// ctringConfig). It is 0 for one rank or no elements, and panics like
+// CTRingAllReduce.
 func CTRingDepth(nranks int, count int64, cfg CTRingConfig) int64 {
 	mustCheck("ctring depth", checkCTRing(0, nranks, Part{Count: count}, cfg))
 	if nranks == 1 {
@@ -360,22 +364,45 @@ func ctringPeers(a *Args) []Link {
 	return links
 }
 
-// ctringConfig stands in for CTRAN's auto-tuner (CTRingTune, being written
-// on its own branch), which must replace it: it derives the config from
-// the message size and the NCCL_CTRAN_ALLREDUCE_RING_* knobs. Until then:
-// rounds of the channel's chunk, a minimum shard of CTRAN's default 16
-// bytes (at least one element, at most a full shard), bidirectional, and
-// as many rounds to a shard as the engine's FIFO holds. That is
-// ctringFIFORounds: a Simple connection has NSteps slots and a chunk takes
-// ChunkSteps = NSteps/2 of them, so 2. A shard of more full rounds would
-// not fit, and with every rank sending its shard before it receives, every
-// rank would wait for a free slot at once (CTRingDepth).
+// ctringConfig is the config of one call: what CTRAN's auto-tuner decides
+// from the knobs (nil: CTRAN's defaults) and the size of the whole
+// collective, which every rank and channel agree on, fitted to cc's
+// connections.
+//
+// The fit. CTRAN stages a step's shard in its tmp buffers, numChunks slots
+// of chunkSize; cc moves it through a Simple connection of NSteps slots, in
+// which the engine cuts an Op of at most the channel's chunk into at most
+// ChunkSteps/SliceSteps slices of SliceSteps slots: the FIFO holds two such
+// rounds. Every rank sends a whole shard before it receives one, and an Op
+// that receives and sends holds its received slice until it has room to
+// send it on, so a step may fill no more than the FIFO but one round (as a
+// ring's chunk is half the FIFO). Rounds are therefore at most the
+// channel's chunk, and a full partition's shard is one round (NumChunks
+// ctringFIFORounds). Example, Hopper tables: 64 MiB of float on 8 ranks is
+// tuned to 8 chunks of 4 MiB; with NCCL_BUFFSIZE 4 MiB the chunk is 2 MiB,
+// so one channel runs 4 partitions of 8 shards of one 2 MiB round. A
+// connection sized to CTRAN's staging (design study §2.5, option b) would
+// make the fit unnecessary.
 func ctringConfig(a *Args) CTRingConfig {
-	c := CTRingConfig{ChunkElems: a.Part.Chunk, NumChunks: ctringFIFORounds, Bidir: true}
-	c.MinShardElems = min(max(16/int64(max(a.ElemSize, 1)), 1), c.ChunkElems*c.NumChunks)
+	k := DefaultCTRingKnobs()
+	if a.CTRing != nil {
+		k = *a.CTRing
+	}
+	esize := int64(a.ElemSize)
+	// Occupancy shapes only the blocks, which a schedule does not use.
+	t := CTRingTune(k, a.Count*esize, a.NRanks(), a.ElemSize, 1, CTRingBlockSize)
+	c := CTRingConfig{
+		ChunkElems: min(t.ChunkBytes/esize, a.Part.Chunk),
+		NumChunks:  min(t.NumChunks, ctringFIFORounds),
+		Bidir:      t.Bidir,
+	}
+	// CTRAN's minimum partition is MinShardSize*nranks/typeSize elements,
+	// capped at a full partition as CTRingAllReduce requires (CTRAN would
+	// shorten a partition below zero).
+	c.MinShardElems = min(k.MinShardSize/esize, c.ChunkElems*c.NumChunks)
 	return c
 }
 
-// ctringFIFORounds is the rounds of a Simple chunk that one connection's
-// FIFO holds.
-const ctringFIFORounds = protocols.NSteps / (protocols.NSteps / 2)
+// ctringFIFORounds is the rounds of a shard that fit a Simple connection
+// while the neighbour's Op holds another: NSteps/ChunkSteps - 1.
+const ctringFIFORounds = protocols.NSteps/(protocols.NSteps/2) - 1

@@ -406,27 +406,36 @@ func TestCTRingReleaseWaitMatters(t *testing.T) {
 	}
 }
 
-// TestCTRingRowInSim runs the row's Gen the way the runtime would and checks
-// the sum, that Output is written once (the row claims WritesOutputOnce)
-// and that every link is among the row's Peers. The FIFOs hold 2 messages:
-// the rounds of a Simple chunk that the engine's 8 slots hold, which is
-// what the row's config must fit in.
+// TestCTRingRowInSim runs the row's Gen the way the runtime would, with
+// the default knobs and with knobs that force small rounds and no reverse
+// lane, and checks the sum, that Output is written once (the row claims
+// WritesOutputOnce) and that every link is among the row's Peers. The
+// FIFOs hold one message: the engine's FIFO holds two rounds of a chunk,
+// and an Op that receives and sends keeps one while it waits to send,
+// where the simulator's Op has already freed it. The row's config must fit
+// that; CTRAN's 8 or more rounds a shard would deadlock.
 func TestCTRingRowInSim(t *testing.T) {
 	row := algos.Lookup(algos.CTRing, algos.AllReduce)
-	for _, n := range []int{1, 2, 3, 4, 7} {
-		for _, count := range []int64{0, 1, 61, 1000} {
-			if err := runRow(row, n, count, 2); err != nil {
-				t.Errorf("n=%d count=%d: %v", n, count, err)
+	forward := algos.DefaultCTRingKnobs()
+	forward.BidirAGMaxSize, forward.TmpbufChunkSize = 0, 8
+	for _, knobs := range []*algos.CTRingKnobs{nil, &forward} {
+		for _, n := range []int{1, 2, 3, 4, 7} {
+			for _, count := range []int64{0, 1, 61, 1000, 5000} {
+				if err := runRow(row, n, count, knobs); err != nil {
+					t.Errorf("knobs %+v n=%d count=%d: %v", knobs, n, count, err)
+				}
 			}
 		}
 	}
 }
 
 // runRow runs the row's Gen for every rank on two channels of 4-byte
-// elements with chunks of 3 and checks the result.
-func runRow(row *algos.Algorithm, n int, count int64, slots int) error {
+// elements with chunks of 64 and checks the result, and that the reverse
+// lane is there exactly when the knobs allow it (at these sizes, unless
+// BIDIR_AG_MAX_SIZE is 0) and the ring is large enough.
+func runRow(row *algos.Algorithm, n int, count int64, knobs *algos.CTRingKnobs) error {
 	topo := algos.FlatTopo(n)
-	parts := []algos.Part{{Count: count / 2, Chunk: 3}, {Offset: count / 2, Count: count - count/2, Chunk: 3}}
+	parts := []algos.Part{{Count: count / 2, Chunk: 64}, {Offset: count / 2, Count: count - count/2, Chunk: 64}}
 	ranks := make([]sim.Rank, n)
 	for r := range ranks {
 		ranks[r] = sim.Rank{In: make([]int64, count), Out: make([]int64, count)}
@@ -434,13 +443,21 @@ func runRow(row *algos.Algorithm, n int, count int64, slots int) error {
 			ranks[r].In[i] = inValue(r, int64(i))
 		}
 	}
+	lanes := 1
+	if n >= 3 && (knobs == nil || knobs.BidirAGMaxSize != 0) {
+		lanes = 2
+	}
 	channels := make([][]algos.Schedule, len(parts))
 	for ch, p := range parts {
 		for r := range n {
-			channels[ch] = append(channels[ch], row.Gen(&algos.Args{Rank: r, Topo: topo, Count: count, Part: p, ElemSize: 4}))
+			s := row.Gen(&algos.Args{Rank: r, Topo: topo, Count: count, Part: p, ElemSize: 4, CTRing: knobs})
+			if len(s.Lanes) != lanes {
+				return fmt.Errorf("rank %d: %d lanes, want %d", r, len(s.Lanes), lanes)
+			}
+			channels[ch] = append(channels[ch], s)
 		}
 	}
-	stats, err := sim.RunSchedules(ranks, channels, sim.Reduction{Op: add}, slots)
+	stats, err := sim.RunSchedules(ranks, channels, sim.Reduction{Op: add}, 1)
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,10 @@ type Args struct {
 	// ElemSize is the size of one element in bytes, for algorithms that
 	// size their steps in bytes.
 	ElemSize int
+	// CTRing are the CTRING knobs (NCCL_CTRAN_ALLREDUCE_RING_* and
+	// CC_CTRING_ARCH), from which its row tunes each call; nil means
+	// DefaultCTRingKnobs().
+	CTRing *CTRingKnobs
 }
 
 // NRanks is the number of ranks.
