@@ -104,8 +104,9 @@ type CTRingConfig struct {
 // the forward ring; with cfg.Bidir and at least 3 ranks, lane 1 is the
 // reverse all-gather, and both use connection index 0 (the two rings use
 // different directed links). p.Chunk and p.Align are not used: cfg decides
-// every size. The schedule needs FIFOs of CTRingDepth messages. One rank is
-// a single local copy. It panics if rank, nranks, p or cfg are invalid.
+// every size. The schedule needs FIFOs of CTRingDepth messages (the engine
+// one more). One rank is a single local copy. It panics if rank, nranks, p
+// or cfg are invalid.
 func CTRingAllReduce(rank, nranks int, p Part, cfg CTRingConfig) Schedule {
 	mustCheck("ctring all-reduce", checkCTRing(rank, nranks, p, cfg))
 	g := &ctring{
