@@ -62,6 +62,10 @@ type Args struct {
 	// ElemSize is the size of one element in bytes, for algorithms that
 	// size their steps in bytes.
 	ElemSize int
+	// CTRing are the CTRING knobs (NCCL_CTRAN_ALLREDUCE_RING_* and
+	// CC_CTRING_ARCH), from which its row tunes each call; nil means
+	// DefaultCTRingKnobs().
+	CTRing *CTRingKnobs
 }
 
 // NRanks is the number of ranks.
@@ -102,6 +106,7 @@ var Algorithms = []Algorithm{
 	ringRow(AllGather, func(a *Args) []Op { return RingAllGather(a.Rank, a.NRanks(), a.Count, a.Part) }),
 	ringRow(Broadcast, func(a *Args) []Op { return RingBroadcast(a.Rank, a.NRanks(), a.Root, a.Part) }),
 	ringRow(Reduce, func(a *Args) []Op { return RingReduce(a.Rank, a.NRanks(), a.Root, a.Part) }),
+	ctringRow(),
 }
 
 // Lookup returns the row of algorithm a for collective c, or nil if a

@@ -1,0 +1,409 @@
+package algos
+
+// CTRING all-reduce: the CTRAN ring of Meta's torchcomms (seed 002, "CTRING:
+// AllReduce Ring Algorithm"; the design study's §2.5 gives the arithmetic with
+// file:line citations).
+//
+// CTRING is a ring all-reduce, a reduce-scatter and then an all-gather, cut
+// into three levels. The buffer is processed in partitions, strictly one
+// after another; a partition is split into nranks shards, one per rank and
+// step; a shard moves in rounds of at most ChunkElems elements. Inside a
+// partition the order is step-major: every round of step k, then step k+1,
+// so a rank sends a whole shard before it receives (CTRAN's tmp buffers have
+// NumChunks slots of one round: exactly one shard of a full partition).
+//
+// With the bidirectional all-gather the finished shards also travel to the
+// left, on a second lane: the forward ring takes ceil((n-1)/2) all-gather
+// steps and the reverse ring floor((n-1)/2), so the critical path falls from
+// 2(n-1) steps to (n-1) + ceil((n-1)/2). The reverse lane starts a partition
+// only when the forward lane has finished its reduce-scatter (the rank's own
+// shard is then final in Output), and the next partition starts only when
+// the reverse lane is done with this one: two Waits per partition.
+//
+// Step k of a lane receives what the neighbour sent in its step k-1 and
+// sends on (NCCL's ring numbering; CTRAN counts the messages, numSteps = the
+// last step here). Per partition and round of a shard, for n ranks:
+//
+//	lane 0, right = rank+1, left = rank-1, shard (rank - k) mod n in step k:
+//	send                   k = 0             my shard, from Input
+//	recvReduceSend     x (n-2): k = 1..n-2   add mine, pass on
+//	recvReduceCopySend     k = n-1           shard rank+1 is complete: postOp, keep, pass on
+//	recvCopySend       x (f-1): k = n..n+f-2 keep a finished shard, pass on
+//	recv                   k = n+f-1         it stops here
+//	lane 1 (bidir), to the left, shard rank+1+j in step j, after lane 0's step n-1:
+//	send                   j = 0             my finished shard, from Output
+//	recvCopySend       x (b-1): j = 1..b-1   keep, pass on
+//	recv                   j = b             it stops here
+//
+// with f = ceil((n-1)/2) and b = floor((n-1)/2) forward and reverse
+// all-gather steps when bidirectional, f = n-1 and no lane 1 when not. So
+// every rank sends n-1+f messages per round to the right and b to the left.
+//
+// Worked example: n = 4, bidirectional, 8 elements, ChunkElems 2: one
+// partition, shards of 2 elements at 0, 2, 4, 6, one round each. The shard
+// each rank's step works on (seed 002's data flow diagram, whose "Step 0"
+// line, 0 3 2 1, is rank 0's column: in step 0 each rank sends its own):
+//
+//	                    rank 0   rank 1   rank 2   rank 3
+//	lane 0
+//	0 send                0        1        2        3     reduce-scatter
+//	1 recvReduceSend      3        0        1        2
+//	2 recvReduceSend      2        3        0        1
+//	3 recvReduceCopySend  1        2        3        0     final: rank+1
+//	4 recvCopySend        0        1        2        3     all-gather, f = 2
+//	5 recv                3        0        1        2
+//	lane 1, Wait{At: 0, Lane: 0, Done: 4}
+//	0 send (from Output)  1        2        3        0     all-gather, b = 1
+//	1 recv                2        3        0        1
+//
+// Rank 0's Ops: send in[0:2] to 1; recvReduceSend from 3 of in[6:8], then
+// in[4:6]; recvReduceCopySend in[2:4] into out[2:4] with postOp;
+// recvCopySend out[0:2]; recv out[6:8]; and on lane 1, once lane 0 has
+// completed 4 Ops: send out[2:4] to 3; recv out[4:6] from 1. Every rank
+// sends 5 messages to the right and 1 to the left, against 6 and 0 without
+// the reverse lane: (n-1) + ceil((n-1)/2) = 5.
+//
+// cc has no tmp buffers: a round is one Op over the ordinary connection,
+// which the engine cuts into FIFO slices, and CTRAN's copies into and out of
+// its tmp buffers have no Op. The FIFO takes the tmp buffer's other role:
+// since a rank sends a whole shard before it receives, every link must hold
+// one shard's rounds (CTRingDepth, NumChunks for a full partition) and, in
+// the engine, one round more, or every rank may wait for a free slot at
+// once. The table's row fits its config to that (ctringConfig).
+
+import (
+	"fmt"
+	"iter"
+	"math"
+
+	"github.com/seed-760dd1f1/cc/protocols"
+)
+
+// CTRingConfig is what CTRAN's auto-tuner decides for one CTRING call, in
+// elements.
+type CTRingConfig struct {
+	// ChunkElems is the most elements one round moves: CTRAN's chunkSize
+	// over the type size.
+	ChunkElems int64
+	// NumChunks is CTRAN's numChunks, the round slots of its tmp buffers:
+	// a partition is ChunkElems*NumChunks*nranks elements.
+	NumChunks int64
+	// MinShardElems is the tail rule's unit: NCCL_CTRAN_ALLREDUCE_RING_
+	// MIN_SHARD_SIZE over the type size (CTRAN divides MinShardSize*nranks
+	// by the type size; the two agree when the type size divides it, as it
+	// does the default 16 for every type up to 16 bytes). At most
+	// ChunkElems*NumChunks, so that a partition holds the minimum one.
+	MinShardElems int64
+	// Bidir turns on the bidirectional all-gather (the second lane).
+	Bidir bool
+}
+
+// CTRingAllReduce returns rank's schedule for the part p of a CTRING
+// all-reduce: Input[Offset, Offset+Count) of every rank is reduced into
+// Output[Offset, Offset+Count) of every rank, in place or not. Lane 0 is
+// the forward ring; with cfg.Bidir and at least 3 ranks, lane 1 is the
+// reverse all-gather, and both use connection index 0 (the two rings use
+// different directed links). p.Chunk and p.Align are not used: cfg decides
+// every size. The schedule needs FIFOs of CTRingDepth messages (the engine
+// one more). One rank is a single local copy. It panics if rank, nranks, p
+// or cfg are invalid.
+func CTRingAllReduce(rank, nranks int, p Part, cfg CTRingConfig) Schedule {
+	mustCheck("ctring all-reduce", checkCTRing(rank, nranks, p, cfg))
+	g := &ctring{
+		rank: rank, n: nranks,
+		fwd:      prims{prev: RingPrev(rank, nranks), next: RingNext(rank, nranks)},
+		rev:      prims{prev: RingNext(rank, nranks), next: RingPrev(rank, nranks)},
+		fwdSteps: 2 * (nranks - 1),
+	}
+	if cfg.Bidir {
+		g.fwdSteps, g.revSteps = nranks-1+nranks/2, (nranks-1)/2
+	}
+	if nranks == 1 {
+		g.fwd.copy(p.Offset, p.Offset, p.Count, true)
+		return g.schedule()
+	}
+	for off, numel := range cfg.partitions(nranks, p.Count) {
+		g.partition(ctringPart{base: p.Offset + off, numel: numel, shardNumel: numel / int64(nranks), n: nranks, chunk: cfg.ChunkElems})
+	}
+	return g.schedule()
+}
+
+// ctring builds one rank's CTRING schedule: lane 0 in fwd, lane 1 in rev.
+type ctring struct {
+	rank, n            int
+	fwd, rev           prims
+	fwdWaits, revWaits []Wait
+	fwdSteps, revSteps int // messages per round of a shard to the right and to the left
+}
+
+// partition appends the Ops of one partition and the Waits that run the
+// partitions one after another.
+func (g *ctring) partition(pt ctringPart) {
+	start, revDone := len(g.fwd.ops), len(g.rev.ops)
+	rsDone := g.forward(pt)
+	// Partition p+1 starts when the reverse lane has finished partition p.
+	addWait(&g.fwdWaits, start, len(g.fwd.ops), 1, revDone)
+	if g.revSteps == 0 {
+		return
+	}
+	start = len(g.rev.ops)
+	g.reverse(pt)
+	// The reverse lane starts when the reduce-scatter is done (CTRAN's
+	// release of kRevSendCopy).
+	addWait(&g.revWaits, start, len(g.rev.ops), 0, rsDone)
+}
+
+// forward appends lane 0's Ops for pt and returns how many Ops lane 0 has
+// once the reduce-scatter of pt is done.
+func (g *ctring) forward(pt ctringPart) (rsDone int) {
+	f, n := &g.fwd, g.n
+	// Step 0: send my shard, read from Input, to the right.
+	for off, c := range pt.rounds(g.fwdShard(0)) {
+		f.send(off, c)
+	}
+	// Steps 1..n-2: receive a partial shard, add mine, pass it on.
+	for k := 1; k < n-1; k++ {
+		for off, c := range pt.rounds(g.fwdShard(k)) {
+			f.recvReduceSend(off, c)
+		}
+	}
+	// Step n-1: shard rank+1 gets its last contribution. Apply the postOp,
+	// keep it, and start its all-gather.
+	for off, c := range pt.rounds(g.fwdShard(n - 1)) {
+		f.recvReduceCopySend(off, off, c, true)
+	}
+	rsDone = len(f.ops)
+	// Steps n..fwdSteps-1: receive a finished shard, keep it, pass it on.
+	for k := n; k < g.fwdSteps; k++ {
+		for off, c := range pt.rounds(g.fwdShard(k)) {
+			f.recvCopySend(off, c)
+		}
+	}
+	// Step fwdSteps: the last shard of the forward all-gather stops here.
+	for off, c := range pt.rounds(g.fwdShard(g.fwdSteps)) {
+		f.recv(off, c)
+	}
+	return rsDone
+}
+
+// reverse appends lane 1's Ops for pt: the bidirectional all-gather.
+func (g *ctring) reverse(pt ctringPart) {
+	r := &g.rev
+	// Step 0: send my finished shard rank+1, read from Output, to the left.
+	for off, c := range pt.rounds(g.revShard(0)) {
+		r.sendOutput(off, c)
+	}
+	// Steps 1..revSteps-1: receive a finished shard from the right, keep
+	// it, pass it on.
+	for j := 1; j < g.revSteps; j++ {
+		for off, c := range pt.rounds(g.revShard(j)) {
+			r.recvCopySend(off, c)
+		}
+	}
+	// Step revSteps: the last shard of the reverse all-gather stops here.
+	for off, c := range pt.rounds(g.revShard(g.revSteps)) {
+		r.recv(off, c)
+	}
+}
+
+// fwdShard is the shard of forward step k: (rank - k) mod n, CTRAN's
+// getStepShardIdx. Step n-1 is shard rank+1, the one the rank owns.
+func (g *ctring) fwdShard(k int) int { return (g.rank - k%g.n + g.n) % g.n }
+
+// revShard is the shard of reverse step j: (rank + 1 + j) mod n, CTRAN's
+// getRevStepShardIdx.
+func (g *ctring) revShard(j int) int { return (g.rank + 1 + j) % g.n }
+
+func (g *ctring) schedule() Schedule {
+	s := Schedule{Lanes: []Lane{{Ops: g.fwd.ops, Waits: g.fwdWaits}}}
+	if g.revSteps > 0 {
+		s.Lanes = append(s.Lanes, Lane{Ops: g.rev.ops, Waits: g.revWaits})
+	}
+	return s
+}
+
+// addWait holds a lane's Ops [at, end), one partition's, until lane has
+// completed done Ops. It adds nothing when the partition gave the lane no
+// Op (a Wait holds every Op from At on: it would hold the next
+// partition's), or when the lane's last Wait already asks for as much.
+func addWait(waits *[]Wait, at, end, lane, done int) {
+	if at == end || done == 0 || (len(*waits) > 0 && (*waits)[len(*waits)-1].Done >= done) {
+		return
+	}
+	*waits = append(*waits, Wait{At: at, Lane: lane, Done: done})
+}
+
+// sendOutput reads Output at src and sends it to next: the first step of
+// the reverse all-gather, which sends a final value (no pre-operation).
+func (p *prims) sendOutput(src, n int64) {
+	p.add(Op{RecvFrom: NoPeer, SendTo: p.next, Src: Output, SrcOff: src, Count: n})
+}
+
+// ctringPart is one partition: numel elements from base, in n shards of
+// shardNumel elements, the last taking the remainder (CTRAN's
+// getShardNumel: 33 elements on 4 ranks are shards of 8, 8, 8 and 9).
+type ctringPart struct {
+	base, numel, shardNumel, chunk int64
+	n                              int
+}
+
+// rounds yields the offset and size of every round of shard s: chunk
+// elements each, the last one what is left. An empty shard has no round.
+func (pt ctringPart) rounds(s int) iter.Seq2[int64, int64] {
+	off, numel := pt.base+int64(s)*pt.shardNumel, pt.shardNumel
+	if s == pt.n-1 {
+		numel = pt.numel - int64(pt.n-1)*pt.shardNumel
+	}
+	return func(yield func(int64, int64) bool) {
+		for r := int64(0); r < numel; r += pt.chunk {
+			if !yield(off+r, min(pt.chunk, numel-r)) {
+				return
+			}
+		}
+	}
+}
+
+// partitions yields the offset and size of every partition of count
+// elements on nranks ranks: CTRAN's updatePartitionCtx.
+func (c CTRingConfig) partitions(nranks int, count int64) iter.Seq2[int64, int64] {
+	total := c.ChunkElems * c.NumChunks * int64(nranks) // totalTmpNumel
+	minPart := c.MinShardElems * int64(nranks)          // minPartitionNumel
+	return func(yield func(int64, int64) bool) {
+		for off := int64(0); off < count; {
+			numel := partitionNumel(count-off, total, minPart)
+			if !yield(off, numel) {
+				return
+			}
+			off += numel
+		}
+	}
+}
+
+// partitionNumel is the size of the next partition when remain elements are
+// left: all of them if they fit in total, else total, except that a tail
+// that would leave fewer than minPart for the last partition is cut so that
+// the last one has exactly minPart, at least MinShardElems a shard. Example:
+// 2 ranks, total 16, minPart 8, 20 left: 12 now and 8 last, not 16 and 4.
+func partitionNumel(remain, total, minPart int64) int64 {
+	switch {
+	case remain <= total:
+		return remain
+	case remain-total < minPart:
+		return remain - minPart
+	}
+	return total
+}
+
+// CTRingDepth returns the FIFO depth, in messages, with which the
+// simulator runs CTRingAllReduce for a part of count elements: the rounds
+// of the largest shard of any partition (NumChunks for a full one). Every
+// rank sends a whole shard before it receives one, so with fewer slots
+// every rank may wait for a free slot at once when the shards are that
+// large. The engine needs room for one round more: its Op that receives
+// and sends keeps the received slice until it has room to send it on (see
+// ctringConfig). It is 0 for one rank or no elements, and panics like
+// CTRingAllReduce.
+func CTRingDepth(nranks int, count int64, cfg CTRingConfig) int64 {
+	mustCheck("ctring depth", checkCTRing(0, nranks, Part{Count: count}, cfg))
+	if nranks == 1 {
+		return 0
+	}
+	var depth int64
+	for _, numel := range cfg.partitions(nranks, count) {
+		last := numel - int64(nranks-1)*(numel/int64(nranks))
+		depth = max(depth, divUp(last, cfg.ChunkElems))
+	}
+	return depth
+}
+
+// checkCTRing validates the arguments of CTRingAllReduce.
+func checkCTRing(rank, nranks int, p Part, cfg CTRingConfig) error {
+	switch {
+	case nranks < 1:
+		return fmt.Errorf("nranks %d: must be at least 1", nranks)
+	case rank < 0 || rank >= nranks:
+		return fmt.Errorf("rank %d: must be in [0, %d)", rank, nranks)
+	case p.Offset < 0:
+		return fmt.Errorf("part offset %d: must be at least 0", p.Offset)
+	case p.Count < 0:
+		return fmt.Errorf("part count %d: must be at least 0", p.Count)
+	case p.Offset > math.MaxInt64-p.Count:
+		return fmt.Errorf("part [%d, +%d): end overflows int64", p.Offset, p.Count)
+	case cfg.ChunkElems < 1:
+		return fmt.Errorf("chunk %d elements: must be at least 1", cfg.ChunkElems)
+	case cfg.NumChunks < 1:
+		return fmt.Errorf("%d chunks: must be at least 1", cfg.NumChunks)
+	case cfg.ChunkElems > math.MaxInt64/cfg.NumChunks/int64(nranks):
+		return fmt.Errorf("partition of %d chunks of %d elements on %d ranks: overflows int64", cfg.NumChunks, cfg.ChunkElems, nranks)
+	case cfg.MinShardElems < 0 || cfg.MinShardElems > cfg.ChunkElems*cfg.NumChunks:
+		return fmt.Errorf("minimum shard %d elements: must be in [0, %d], the shard of a full partition", cfg.MinShardElems, cfg.ChunkElems*cfg.NumChunks)
+	}
+	return nil
+}
+
+// ctringRow is the row of CTRING all-reduce. It runs on Simple only (CTRAN
+// has no LL protocols), with the ring's Simple geometry.
+func ctringRow() Algorithm {
+	r := Algorithm{Algo: CTRing, Coll: AllReduce, WritesOutputOnce: true,
+		Gen: func(a *Args) Schedule {
+			return CTRingAllReduce(a.Rank, a.NRanks(), a.Part, ctringConfig(a))
+		},
+		Peers: ctringPeers}
+	r.Geometry[protocols.Simple] = Geometry{ChunkSteps: protocols.NSteps / 2, SliceSteps: protocols.NSteps / 4}
+	return r
+}
+
+// ctringPeers are the ring's next and prev, and with 3 ranks or more the
+// reverse ring's: sent to prev, received from next. They do not depend on
+// the size, so that the runtime can connect them before the tuner decides
+// on the bidirectional all-gather.
+func ctringPeers(a *Args) []Link {
+	links := ringPeers(a)
+	if n := a.NRanks(); n >= 3 {
+		links = append(links, Link{Peer: RingPrev(a.Rank, n), Send: true}, Link{Peer: RingNext(a.Rank, n)})
+	}
+	return links
+}
+
+// ctringConfig is the config of one call: what CTRAN's auto-tuner decides
+// from the knobs (nil: CTRAN's defaults) and the size of the whole
+// collective, which every rank and channel agree on, fitted to cc's
+// connections.
+//
+// The fit. CTRAN stages a step's shard in its tmp buffers, numChunks slots
+// of chunkSize; cc moves it through a Simple connection of NSteps slots, in
+// which the engine cuts an Op of at most the channel's chunk into at most
+// ChunkSteps/SliceSteps slices of SliceSteps slots: the FIFO holds two such
+// rounds. Every rank sends a whole shard before it receives one, and an Op
+// that receives and sends holds its received slice until it has room to
+// send it on, so a step may fill no more than the FIFO but one round (as a
+// ring's chunk is half the FIFO). Rounds are therefore at most the
+// channel's chunk, and a full partition's shard is one round (NumChunks
+// ctringFIFORounds). Example, Hopper tables: 64 MiB of float on 8 ranks is
+// tuned to 8 chunks of 4 MiB; with NCCL_BUFFSIZE 4 MiB the chunk is 2 MiB,
+// so one channel runs 4 partitions of 8 shards of one 2 MiB round. A
+// connection sized to CTRAN's staging (design study §2.5, option b) would
+// make the fit unnecessary.
+func ctringConfig(a *Args) CTRingConfig {
+	k := DefaultCTRingKnobs()
+	if a.CTRing != nil {
+		k = *a.CTRing
+	}
+	esize := int64(a.ElemSize)
+	// Occupancy shapes only the blocks, which a schedule does not use.
+	t := CTRingTune(k, a.Count*esize, a.NRanks(), a.ElemSize, 1, CTRingBlockSize)
+	c := CTRingConfig{
+		ChunkElems: min(t.ChunkBytes/esize, a.Part.Chunk),
+		NumChunks:  min(t.NumChunks, ctringFIFORounds),
+		Bidir:      t.Bidir,
+	}
+	// CTRAN's minimum partition is MinShardSize*nranks/typeSize elements,
+	// capped at a full partition as CTRingAllReduce requires (CTRAN would
+	// shorten a partition below zero).
+	c.MinShardElems = min(k.MinShardSize/esize, c.ChunkElems*c.NumChunks)
+	return c
+}
+
+// ctringFIFORounds is the rounds of a shard that fit a Simple connection
+// while the neighbour's Op holds another: NSteps/ChunkSteps - 1.
+const ctringFIFORounds = protocols.NSteps/(protocols.NSteps/2) - 1
