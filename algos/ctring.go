@@ -7,10 +7,16 @@ package algos
 // CTRING is a ring all-reduce, a reduce-scatter and then an all-gather, cut
 // into three levels. The buffer is processed in partitions, strictly one
 // after another; a partition is split into nranks shards, one per rank and
-// step; a shard moves in rounds of at most ChunkElems elements. Inside a
-// partition the order is step-major: every round of step k, then step k+1,
-// so a rank sends a whole shard before it receives (CTRAN's tmp buffers have
-// NumChunks slots of one round: exactly one shard of a full partition).
+// step; a shard moves in rounds of at most ChunkElems elements (CTRAN's tmp
+// buffers have NumChunks slots of one round: one shard of a full
+// partition). CTRAN's kernel progresses sends and receives independently,
+// so a rank works on several rounds of a step at once; a lane here is one
+// sequence, and it takes the rounds in the order that needs no more than
+// one FIFO slot: round-major, round j of every step, then round j+1 (the
+// ring's own pipeline, with a round for a chunk). Step-major order (every
+// round of step k, then step k+1) would make every rank send a whole shard
+// before it receives one, and stall once a shard has more rounds than a
+// FIFO holds.
 //
 // With the bidirectional all-gather the finished shards also travel to the
 // left, on a second lane: the forward ring takes ceil((n-1)/2) all-gather
@@ -64,12 +70,10 @@ package algos
 // the reverse lane: (n-1) + ceil((n-1)/2) = 5.
 //
 // cc has no tmp buffers: a round is one Op over the ordinary connection,
-// which the engine cuts into FIFO slices, and CTRAN's copies into and out of
-// its tmp buffers have no Op. The FIFO takes the tmp buffer's other role:
-// since a rank sends a whole shard before it receives, every link must hold
-// one shard's rounds (CTRingDepth, NumChunks for a full partition) and, in
-// the engine, one round more, or every rank may wait for a free slot at
-// once. The table's row fits its config to that (ctringConfig).
+// which the engine cuts into FIFO slices (the FIFO depth, NCCL_STEPS slots,
+// is the pipeline depth), and CTRAN's copies into and out of its tmp buffers
+// have no Op. The rounds' sizes, the partitions and the shards are CTRAN's,
+// as its auto-tuner decides them (ctringConfig).
 
 import (
 	"fmt"
@@ -154,55 +158,66 @@ func (g *ctring) partition(pt ctringPart) {
 }
 
 // forward appends lane 0's Ops for pt and returns how many Ops lane 0 has
-// once the reduce-scatter of pt is done.
+// once the reduce-scatter of pt is done: its last Op that reads Input (the
+// last shard, which takes the remainder, may have more rounds than the
+// rank's own). Round-major: for every round j, the stages of the ring for
+// round j of each step's shard.
 func (g *ctring) forward(pt ctringPart) (rsDone int) {
 	f, n := &g.fwd, g.n
-	// Step 0: send my shard, read from Input, to the right.
-	for off, c := range pt.rounds(g.fwdShard(0)) {
-		f.send(off, c)
-	}
-	// Steps 1..n-2: receive a partial shard, add mine, pass it on.
-	for k := 1; k < n-1; k++ {
-		for off, c := range pt.rounds(g.fwdShard(k)) {
-			f.recvReduceSend(off, c)
+	for j := range pt.maxRounds() {
+		// Step 0: send round j of my shard, read from Input, to the right.
+		if off, c, ok := pt.round(g.fwdShard(0), j); ok {
+			f.send(off, c)
+			rsDone = len(f.ops)
 		}
-	}
-	// Step n-1: shard rank+1 gets its last contribution. Apply the postOp,
-	// keep it, and start its all-gather.
-	for off, c := range pt.rounds(g.fwdShard(n - 1)) {
-		f.recvReduceCopySend(off, off, c, true)
-	}
-	rsDone = len(f.ops)
-	// Steps n..fwdSteps-1: receive a finished shard, keep it, pass it on.
-	for k := n; k < g.fwdSteps; k++ {
-		for off, c := range pt.rounds(g.fwdShard(k)) {
-			f.recvCopySend(off, c)
+		// Steps 1..n-2: receive a partial round, add mine, pass it on.
+		for k := 1; k < n-1; k++ {
+			if off, c, ok := pt.round(g.fwdShard(k), j); ok {
+				f.recvReduceSend(off, c)
+				rsDone = len(f.ops)
+			}
 		}
-	}
-	// Step fwdSteps: the last shard of the forward all-gather stops here.
-	for off, c := range pt.rounds(g.fwdShard(g.fwdSteps)) {
-		f.recv(off, c)
+		// Step n-1: round j of shard rank+1 gets its last contribution.
+		// Apply the postOp, keep it, and start its all-gather.
+		if off, c, ok := pt.round(g.fwdShard(n-1), j); ok {
+			f.recvReduceCopySend(off, off, c, true)
+			rsDone = len(f.ops)
+		}
+		// Steps n..fwdSteps-1: receive a finished round, keep it, pass it on.
+		for k := n; k < g.fwdSteps; k++ {
+			if off, c, ok := pt.round(g.fwdShard(k), j); ok {
+				f.recvCopySend(off, c)
+			}
+		}
+		// Step fwdSteps: the last round of the forward all-gather stops here.
+		if off, c, ok := pt.round(g.fwdShard(g.fwdSteps), j); ok {
+			f.recv(off, c)
+		}
 	}
 	return rsDone
 }
 
-// reverse appends lane 1's Ops for pt: the bidirectional all-gather.
+// reverse appends lane 1's Ops for pt: the bidirectional all-gather, round
+// by round like forward.
 func (g *ctring) reverse(pt ctringPart) {
 	r := &g.rev
-	// Step 0: send my finished shard rank+1, read from Output, to the left.
-	for off, c := range pt.rounds(g.revShard(0)) {
-		r.sendOutput(off, c)
-	}
-	// Steps 1..revSteps-1: receive a finished shard from the right, keep
-	// it, pass it on.
-	for j := 1; j < g.revSteps; j++ {
-		for off, c := range pt.rounds(g.revShard(j)) {
-			r.recvCopySend(off, c)
+	for j := range pt.maxRounds() {
+		// Step 0: send round j of my finished shard rank+1, read from
+		// Output, to the left.
+		if off, c, ok := pt.round(g.revShard(0), j); ok {
+			r.sendOutput(off, c)
 		}
-	}
-	// Step revSteps: the last shard of the reverse all-gather stops here.
-	for off, c := range pt.rounds(g.revShard(g.revSteps)) {
-		r.recv(off, c)
+		// Steps 1..revSteps-1: receive a finished round from the right,
+		// keep it, pass it on.
+		for s := 1; s < g.revSteps; s++ {
+			if off, c, ok := pt.round(g.revShard(s), j); ok {
+				r.recvCopySend(off, c)
+			}
+		}
+		// Step revSteps: the last round of the reverse all-gather stops here.
+		if off, c, ok := pt.round(g.revShard(g.revSteps), j); ok {
+			r.recv(off, c)
+		}
 	}
 }
 
@@ -247,20 +262,31 @@ type ctringPart struct {
 	n                              int
 }
 
-// rounds yields the offset and size of every round of shard s: chunk
-// elements each, the last one what is left. An empty shard has no round.
-func (pt ctringPart) rounds(s int) iter.Seq2[int64, int64] {
-	off, numel := pt.base+int64(s)*pt.shardNumel, pt.shardNumel
+// shard returns the offset and size of shard s.
+func (pt ctringPart) shard(s int) (off, numel int64) {
+	off, numel = pt.base+int64(s)*pt.shardNumel, pt.shardNumel
 	if s == pt.n-1 {
 		numel = pt.numel - int64(pt.n-1)*pt.shardNumel
 	}
-	return func(yield func(int64, int64) bool) {
-		for r := int64(0); r < numel; r += pt.chunk {
-			if !yield(off+r, min(pt.chunk, numel-r)) {
-				return
-			}
-		}
+	return off, numel
+}
+
+// round returns the offset and size of round j of shard s: chunk elements,
+// the last round what is left; ok is false past the shard's end.
+func (pt ctringPart) round(s int, j int64) (off, numel int64, ok bool) {
+	off, numel = pt.shard(s)
+	r := j * pt.chunk
+	if r >= numel {
+		return 0, 0, false
 	}
+	return off + r, min(pt.chunk, numel-r), true
+}
+
+// maxRounds is the rounds of the largest shard: the last one, which takes
+// the remainder.
+func (pt ctringPart) maxRounds() int64 {
+	_, numel := pt.shard(pt.n - 1)
+	return divUp(numel, pt.chunk)
 }
 
 // partitions yields the offset and size of every partition of count
@@ -292,28 +318,6 @@ func partitionNumel(remain, total, minPart int64) int64 {
 		return remain - minPart
 	}
 	return total
-}
-
-// CTRingDepth returns the FIFO depth, in messages, with which the
-// simulator runs CTRingAllReduce for a part of count elements: the rounds
-// of the largest shard of any partition (NumChunks for a full one). Every
-// rank sends a whole shard before it receives one, so with fewer slots
-// every rank may wait for a free slot at once when the shards are that
-// large. The engine needs room for one round more: its Op that receives
-// and sends keeps the received slice until it has room to send it on (see
-// ctringConfig). It is 0 for one rank or no elements, and panics like
-// CTRingAllReduce.
-func CTRingDepth(nranks int, count int64, cfg CTRingConfig) int64 {
-	mustCheck("ctring depth", checkCTRing(0, nranks, Part{Count: count}, cfg))
-	if nranks == 1 {
-		return 0
-	}
-	var depth int64
-	for _, numel := range cfg.partitions(nranks, count) {
-		last := numel - int64(nranks-1)*(numel/int64(nranks))
-		depth = max(depth, divUp(last, cfg.ChunkElems))
-	}
-	return depth
 }
 
 // checkCTRing validates the arguments of CTRingAllReduce.
@@ -367,23 +371,17 @@ func ctringPeers(a *Args) []Link {
 
 // ctringConfig is the config of one call: what CTRAN's auto-tuner decides
 // from the knobs (nil: CTRAN's defaults) and the size of the whole
-// collective, which every rank and channel agree on, fitted to cc's
-// connections.
-//
-// The fit. CTRAN stages a step's shard in its tmp buffers, numChunks slots
-// of chunkSize; cc moves it through a Simple connection of NSteps slots, in
-// which the engine cuts an Op of at most the channel's chunk into at most
-// ChunkSteps/SliceSteps slices of SliceSteps slots: the FIFO holds two such
-// rounds. Every rank sends a whole shard before it receives one, and an Op
-// that receives and sends holds its received slice until it has room to
-// send it on, so a step may fill no more than the FIFO but one round (as a
-// ring's chunk is half the FIFO). Rounds are therefore at most the
-// channel's chunk, and a full partition's shard is one round (NumChunks
-// ctringFIFORounds). Example, Hopper tables: 64 MiB of float on 8 ranks is
-// tuned to 8 chunks of 4 MiB; with NCCL_BUFFSIZE 4 MiB the chunk is 2 MiB,
-// so one channel runs 4 partitions of 8 shards of one 2 MiB round. A
-// connection sized to CTRAN's staging (design study §2.5, option b) would
-// make the fit unnecessary.
+// collective, which every rank and channel agree on, with one fit to cc's
+// connections: a round is at most the channel's chunk (half the FIFO, as
+// for the ring). A lane runs its Ops one after another, so the first Op of
+// a round, a plain send, must fit in the FIFO while the neighbour, doing
+// the same, has not yet received anything; CTRAN's kernel sends and
+// receives at once and needs no such bound. NumChunks stays as tuned: taken
+// round-major, the rounds need one FIFO slot whatever their number. So a
+// partition is ChunkElems x NumChunks x nranks with the fitted chunk.
+// Example, Hopper tables: 64 MiB of float on 8 ranks is tuned to 8 rounds of
+// 4 MiB per shard; with NCCL_BUFFSIZE 4 MiB the ring's chunk is 2 MiB, so a
+// channel runs partitions of 8 x 8 rounds of 2 MiB.
 func ctringConfig(a *Args) CTRingConfig {
 	k := DefaultCTRingKnobs()
 	if a.CTRing != nil {
@@ -393,8 +391,8 @@ func ctringConfig(a *Args) CTRingConfig {
 	// Occupancy shapes only the blocks, which a schedule does not use.
 	t := CTRingTune(k, a.Count*esize, a.NRanks(), a.ElemSize, 1, CTRingBlockSize)
 	c := CTRingConfig{
-		ChunkElems: min(t.ChunkBytes/esize, a.Part.Chunk),
-		NumChunks:  min(t.NumChunks, ctringFIFORounds),
+		ChunkElems: max(min(t.ChunkBytes/esize, a.Part.Chunk), 1),
+		NumChunks:  t.NumChunks,
 		Bidir:      t.Bidir,
 	}
 	// CTRAN's minimum partition is MinShardSize*nranks/typeSize elements,
@@ -403,7 +401,3 @@ func ctringConfig(a *Args) CTRingConfig {
 	c.MinShardElems = min(k.MinShardSize/esize, c.ChunkElems*c.NumChunks)
 	return c
 }
-
-// ctringFIFORounds is the rounds of a shard that fit a Simple connection
-// while the neighbour's Op holds another: NSteps/ChunkSteps - 1.
-const ctringFIFORounds = protocols.NSteps/(protocols.NSteps/2) - 1

@@ -71,7 +71,11 @@ func TestCTRingShards(t *testing.T) {
 	}
 	for s, w := range want {
 		var got [][2]int64
-		for off, c := range pt.rounds(s) {
+		for j := int64(0); ; j++ {
+			off, c, ok := pt.round(s, j)
+			if !ok {
+				break
+			}
 			got = append(got, [2]int64{off, c})
 		}
 		if diff := cmp.Diff(w, got); diff != "" {
@@ -81,8 +85,11 @@ func TestCTRingShards(t *testing.T) {
 	// 3 elements on 4 ranks: only the last shard has any.
 	pt = ctringPart{numel: 3, chunk: 2, n: 4}
 	for s := range 3 {
-		for off, c := range pt.rounds(s) {
+		if off, c, ok := pt.round(s, 0); ok {
 			t.Errorf("shard %d of 3 elements on 4 ranks: round (%d, %d), want none", s, off, c)
 		}
+	}
+	if got := pt.maxRounds(); got != 2 {
+		t.Errorf("maxRounds = %d, want 2 (the last shard's 3 elements in rounds of 2)", got)
 	}
 }

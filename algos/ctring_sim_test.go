@@ -13,9 +13,9 @@ import (
 // CTRING all-reduce is checked like the ring: every rank's schedule runs in
 // the simulator with integer data, and every element of every buffer is
 // compared with the reduction computed directly from the inputs. The check
-// shares no partition, shard or round arithmetic with the generator; the
-// FIFO depth it runs with is the generator's claim (CTRingDepth), which
-// TestCTRingDepth checks from the other side.
+// shares no partition, shard or round arithmetic with the generator. The
+// schedule needs one FIFO slot whatever the rounds of a shard
+// (TestCTRingOneSlot); cases run with 1, 2 or 8.
 
 // ctringReductions are every NCCL op in integer form: sum, prod, min, max;
 // avg as a sum with a divide after it; premulsum as a per-rank scale before
@@ -53,12 +53,12 @@ type ctringCase struct {
 	cfg    algos.CTRingConfig
 	red    reduction
 	layout ctringLayout
-	extra  int // FIFO slots beyond CTRingDepth
+	slots  int // FIFO slots (0: 1)
 }
 
 func (c ctringCase) String() string {
-	return fmt.Sprintf("n=%d count=%d chunk=%d numChunks=%d minShard=%d bidir=%t %s %s slots=depth+%d",
-		c.n, c.count, c.cfg.ChunkElems, c.cfg.NumChunks, c.cfg.MinShardElems, c.cfg.Bidir, c.red.name, c.layout, c.extra)
+	return fmt.Sprintf("n=%d count=%d chunk=%d numChunks=%d minShard=%d bidir=%t %s %s slots=%d",
+		c.n, c.count, c.cfg.ChunkElems, c.cfg.NumChunks, c.cfg.MinShardElems, c.cfg.Bidir, c.red.name, c.layout, c.slots)
 }
 
 // parts returns the channels' parts and the buffer size.
@@ -106,15 +106,13 @@ func runCTRing(c ctringCase) (sim.Stats, error) {
 		}
 	}
 
-	var slots int64
 	channels := make([][]algos.Schedule, len(parts))
 	for ch, p := range parts {
 		for r := range c.n {
 			channels[ch] = append(channels[ch], algos.CTRingAllReduce(r, c.n, p, c.cfg))
 		}
-		slots = max(slots, algos.CTRingDepth(c.n, p.Count, c.cfg))
 	}
-	stats, err := sim.RunSchedules(ranks, channels, red, max(int(slots)+c.extra, 1))
+	stats, err := sim.RunSchedules(ranks, channels, red, max(c.slots, 1))
 	if err != nil {
 		return stats, err
 	}
@@ -213,7 +211,7 @@ func ctringCases(maxN int) []ctringCase {
 	for i := range cases {
 		cases[i].red = ctringReductions[i%len(ctringReductions)]
 		cases[i].layout = ctringLayout(i / len(ctringReductions) % 3)
-		cases[i].extra = []int{0, 0, 5}[i%3]
+		cases[i].slots = []int{1, 2, 8}[i%3]
 	}
 	return cases
 }
@@ -321,7 +319,7 @@ func TestCTRingBidirIsFaster(t *testing.T) {
 			var rounds [2]int
 			for i, bidir := range []bool{false, true} {
 				count, cfg := oneRoundPerShard(n, bidir)
-				stats, err := runCTRing(ctringCase{n: n, count: count, cfg: cfg, red: ctringReductions[0], extra: slots - 1})
+				stats, err := runCTRing(ctringCase{n: n, count: count, cfg: cfg, red: ctringReductions[0], slots: slots})
 				if err != nil {
 					t.Fatalf("n=%d bidir=%t: %v", n, bidir, err)
 				}
@@ -340,38 +338,49 @@ func TestCTRingBidirIsFaster(t *testing.T) {
 	}
 }
 
-// TestCTRingDepth: when every shard has NumChunks rounds, every rank sends
-// NumChunks messages before it receives one, so the schedule completes with
-// FIFOs of CTRingDepth = NumChunks slots and deadlocks with one fewer.
-func TestCTRingDepth(t *testing.T) {
+// TestCTRingOneSlot: with NumChunks rounds in every shard, the schedule
+// still completes with FIFOs of one slot, because it takes the rounds
+// round-major (round j of every step, then round j+1). Step-major order
+// would make every rank send all NumChunks rounds of its first shard before
+// receiving anything and deadlock with fewer than NumChunks slots; the
+// test shows that by reordering the generated Ops step-major.
+func TestCTRingOneSlot(t *testing.T) {
 	for _, n := range []int{2, 3, 5, 8} {
 		for _, bidir := range []bool{false, true} {
 			cfg := algos.CTRingConfig{ChunkElems: 2, NumChunks: 3, MinShardElems: 1, Bidir: bidir}
-			count := 2 * 3 * int64(n) * 2 // two full partitions
-			if got := algos.CTRingDepth(n, count, cfg); got != 3 {
-				t.Fatalf("n=%d: CTRingDepth = %d, want 3", n, got)
-			}
-			c := ctringCase{n: n, count: count, cfg: cfg, red: ctringReductions[0]}
+			count := 2 * 3 * int64(n) * 2 // two full partitions, 3 rounds a shard
+			c := ctringCase{n: n, count: count, cfg: cfg, red: ctringReductions[0], slots: 1}
 			if _, err := runCTRing(c); err != nil {
 				t.Errorf("%v: %v", c, err)
 			}
-			c.extra = -1
-			var dl *sim.DeadlockError
-			if _, err := runCTRing(c); !errors.As(err, &dl) {
-				t.Errorf("%v: err = %v, want a deadlock", c, err)
-			}
 		}
 	}
-	// The tail rule: 2 ranks, 20 elements, partitions of 16 and minimum 8
-	// are cut into 12 and 8 (TestCTRingPartitions): shards of 6, 3 rounds,
-	// where a full partition would have 4.
-	if got := algos.CTRingDepth(2, 20, algos.CTRingConfig{ChunkElems: 2, NumChunks: 4, MinShardElems: 4}); got != 3 {
-		t.Errorf("CTRingDepth(2, 20, ...) = %d, want 3", got)
+	// The same schedule with lane 0's Ops reordered step-major (stable sort
+	// of each partition's Ops by the shard they start... here simply: all
+	// sends of the first step first) deadlocks with one slot.
+	const n = 3
+	cfg := algos.CTRingConfig{ChunkElems: 2, NumChunks: 3, MinShardElems: 1}
+	count := int64(2 * 3 * n)
+	scheds := make([]algos.Schedule, n)
+	ranks := make([]sim.Rank, n)
+	for r := range n {
+		ranks[r] = sim.Rank{In: make([]int64, count), Out: make([]int64, count)}
+		s := algos.CTRingAllReduce(r, n, algos.Part{Count: count}, cfg)
+		ops := s.Lanes[0].Ops
+		var sends, rest []algos.Op
+		for _, o := range ops {
+			if o.RecvFrom == algos.NoPeer {
+				sends = append(sends, o)
+			} else {
+				rest = append(rest, o)
+			}
+		}
+		s.Lanes[0].Ops = append(sends, rest...)
+		scheds[r] = s
 	}
-	// The last shard takes the remainder: 7 elements on 4 ranks are shards
-	// of 1, 1, 1 and 4, which is 2 rounds of 2.
-	if got := algos.CTRingDepth(4, 7, algos.CTRingConfig{ChunkElems: 2, NumChunks: 4}); got != 2 {
-		t.Errorf("CTRingDepth(4, 7, ...) = %d, want 2", got)
+	var dl *sim.DeadlockError
+	if _, err := sim.RunSchedules(ranks, [][]algos.Schedule{scheds}, sim.Reduction{Op: add}, 1); !errors.As(err, &dl) {
+		t.Errorf("step-major first step with one slot: err = %v, want a deadlock", err)
 	}
 }
 

@@ -67,14 +67,14 @@ func TestCTRingSchedules(t *testing.T) {
 			"recvCopySend from=3 to=1 dst=out[16] n=2",
 			"recv from=3 dst=out[14] n=2",
 		}},
-		// Step-major: both rounds of a shard, then the next shard. 5
-		// elements on 2 ranks are shards of 2 and 3.
+		// Round-major: round 0 of every step, then round 1. 5 elements on
+		// 2 ranks are shards of 2 and 3 (rounds of 2 and 1).
 		{"n=2 rank 1 rounds", algos.CTRingAllReduce(1, 2, algos.Part{Count: 5}, algos.CTRingConfig{ChunkElems: 2, NumChunks: 2, Bidir: true}), []string{
 			"lane 0 waits []",
 			"send to=0 src=in[2] n=2",
-			"send to=0 src=in[4] n=1",
 			"recvReduceCopySend from=0 to=0 src=in[0] dst=out[0] n=2 post",
 			"recv from=0 dst=out[2] n=2",
+			"send to=0 src=in[4] n=1",
 			"recv from=0 dst=out[4] n=1",
 		}},
 		{"n=1", algos.CTRingAllReduce(0, 1, algos.Part{Offset: 3, Count: 40}, example), []string{
@@ -105,11 +105,15 @@ func TestCTRingWaits(t *testing.T) {
 	}{
 		// 3 ranks, 20 elements, partitions of 6, 6, 5 (cut by the tail
 		// rule) and 3, rounds of one element. Rank 0's lane 0 has 8 Ops
-		// in each of the first two partitions (4 steps x 2 rounds), 6 and
-		// 4 in the others; its reduce-scatter ends after 6, 14, 21 and 25.
+		// in each of the first two partitions (4 steps x 2 rounds, round
+		// by round), 6 and 4 in the others; its reduce-scatter ends with
+		// its last Op that reads Input: after 7, 15, 22 and 25 (in the
+		// third partition the last shard has 3 rounds and rank 0's own 1,
+		// so the last round's recvReduceSend comes after the
+		// recvReduceCopySend; the reverse lane writes that shard).
 		{"tail", 3, algos.Part{Offset: 1, Count: 20}, algos.CTRingConfig{ChunkElems: 1, NumChunks: 2, MinShardElems: 1, Bidir: true}, map[int]waits{
 			0: {[]algos.Wait{{At: 8, Lane: 1, Done: 4}, {At: 16, Lane: 1, Done: 8}, {At: 22, Lane: 1, Done: 12}},
-				[]algos.Wait{{At: 0, Lane: 0, Done: 6}, {At: 4, Lane: 0, Done: 14}, {At: 8, Lane: 0, Done: 21}, {At: 12, Lane: 0, Done: 25}}},
+				[]algos.Wait{{At: 0, Lane: 0, Done: 7}, {At: 4, Lane: 0, Done: 15}, {At: 8, Lane: 0, Done: 22}, {At: 12, Lane: 0, Done: 25}}},
 		}},
 		// 4 ranks, 7 elements, partitions of 3 (all in shard 3, 3 rounds)
 		// and 4. Lane 1 moves shard rank+1 and receives rank+2: in the
@@ -228,7 +232,6 @@ func TestCTRingPanicsOnBadArguments(t *testing.T) {
 		{"nranks", func() { algos.CTRingAllReduce(0, 0, p, good) }, "ctring all-reduce: nranks 0: must be at least 1"},
 		{"rank", func() { algos.CTRingAllReduce(4, 4, p, good) }, "rank 4: must be in [0, 4)"},
 		{"offset", func() { algos.CTRingAllReduce(0, 4, algos.Part{Offset: -1}, good) }, "part offset -1: must be at least 0"},
-		{"count", func() { algos.CTRingDepth(4, -1, good) }, "ctring depth: part count -1: must be at least 0"},
 		{"chunk", func() { algos.CTRingAllReduce(0, 4, p, algos.CTRingConfig{NumChunks: 1}) }, "chunk 0 elements: must be at least 1"},
 		{"chunks", func() { algos.CTRingAllReduce(0, 4, p, algos.CTRingConfig{ChunkElems: 1}) }, "0 chunks: must be at least 1"},
 		{"overflow", func() { algos.CTRingAllReduce(0, 4, p, algos.CTRingConfig{ChunkElems: 1 << 41, NumChunks: 1 << 20}) },

@@ -205,3 +205,25 @@ func TestKilledPeerAlgorithms(t *testing.T) {
 		}
 	}
 }
+
+// TestCTRingKnobs runs CTRING with its CVARs forcing small rounds and few
+// of them, so that a call crosses many partitions with several rounds per
+// shard, with the bidirectional all-gather off and on, over both
+// transports at once.
+func TestCTRingKnobs(t *testing.T) {
+	for _, bidir := range []string{"0", "-1"} {
+		for _, n := range []int{3, 4, 5} {
+			t.Run(fmt.Sprintf("bidir=%s/n%d", bidir, n), func(t *testing.T) {
+				p := testParams(t, map[string]string{"NCCL_ALGO": "allreduce:ctring", "NCCL_BUFFSIZE": "8192",
+					"NCCL_CTRAN_ALLREDUCE_RING_TMPBUF_CHUNK_SIZE": "64", "NCCL_CTRAN_ALLREDUCE_RING_TMPBUF_NUM_CHUNKS": "3",
+					"NCCL_CTRAN_ALLREDUCE_RING_BIDIR_AG_MAX_SIZE": bidir})
+				cs := withHosts(t, hostLayouts(n)["pairs"], p)
+				cc := collCases()[0]
+				for _, count := range []int{1, 16*3*n - 1, 16*3*n + 5, 10007} {
+					runCase(t, cs, cc, count, false)
+					runCase(t, cs, cc, count, true)
+				}
+			})
+		}
+	}
+}

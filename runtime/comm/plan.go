@@ -254,7 +254,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 	for ch := range pl.scheds {
 		off, n := partition(k.count, k.channels, align, ch)
 		pl.scheds[ch] = k.algo.Gen(&algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count,
-			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize)})
+			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize), CTRing: &c.p.CTRing})
 	}
 	return pl
 }
