@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
@@ -225,5 +226,56 @@ func TestCTRingKnobs(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRanksDisagreeOnAlgo: one rank runs with another NCCL_ALGO than the
+// others. Running, the ranks would wait for each other forever (a tree
+// against a ring); instead Init fails on every rank, naming the variable
+// and both values.
+func TestRanksDisagreeOnAlgo(t *testing.T) {
+	const n = 3
+	procs := startRanks(t, n, "allreduce-matrix", func(r int) []string {
+		if r == 2 {
+			return []string{"NCCL_ALGO=ring"}
+		}
+		return []string{"NCCL_ALGO=tree"}
+	})
+	for r, p := range procs {
+		var err error
+		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { err = <-p.done; p.done <- err })
+		stderr := p.cmd.Stderr.(*syncWriter).String()
+		if err == nil || !strings.Contains(stderr, `NCCL_ALGO differs between ranks: "tree" on rank 0 (host `) ||
+			!strings.Contains(stderr, `"ring" on rank 2`) {
+			t.Errorf("rank %d: exit %v, stderr:\n%s\nwant an init error naming NCCL_ALGO on every rank", r, err, stderr)
+		}
+	}
+}
+
+// TestDebugNamesAlgorithm: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL,GRAPH
+// prints, for every call, the algorithm, protocol and channels it ran with,
+// and at Init the trees as NCCL prints them.
+func TestDebugNamesAlgorithm(t *testing.T) {
+	for _, algo := range []string{"tree", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			procs := startRanks(t, 4, "allreduce-matrix", func(r int) []string {
+				return []string{"NCCL_ALGO=allreduce:" + algo, "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL,GRAPH",
+					fmt.Sprintf("CC_HOST_ID=h%d", r/2)}
+			})
+			waitOK(t, procs)
+			stderr := procs[1].cmd.Stderr.(*syncWriter).String()
+			want := []string{
+				"AllReduce: 4 bytes int32 -> algo " + map[string]string{"tree": "Tree", "ring": "Ring"}[algo] +
+					` (NCCL_ALGO="allreduce:` + algo + `") proto LL (below 8 KiB) channels 1`,
+				"proto Simple (above 1 MiB)",
+				"AllReduce runs " + map[string]string{"tree": "Tree", "ring": "Ring"}[algo],
+				"Tree 0 : 0 -> 1 -> -1/-1/-1", // rank 1 is rank 0's chain child on host h0
+			}
+			for _, w := range want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("rank 1's NCCL_DEBUG output lacks %q:\n%s", w, stderr)
+				}
+			}
+		})
 	}
 }

@@ -24,11 +24,27 @@ func (p *Params) Agreed() []Setting {
 		{"NCCL_SHM_DISABLE", strconv.FormatBool(p.SHMDisable)},
 		{"NCCL_SOCKET_NTHREADS", itoa(p.SocketNThreads)},
 		{"NCCL_NSOCKS_PERTHREAD", itoa(p.NSocksPerThread)},
+		{ctringKnobNames, fmt.Sprintf("%+v", p.CTRing)},
 	}
 }
 
 // channelKnobs names the channel settings as one: they resolve together.
 const channelKnobs = "NCCL_NCHANNELS/NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS"
+
+// ctringKnobNames names the CTRING knobs as one: together they shape a
+// CTRING schedule.
+const ctringKnobNames = "NCCL_CTRAN_ALLREDUCE_RING_*/CC_CTRING_ARCH"
+
+// groupOf says which compound setting of Agreed a variable belongs to.
+func groupOf(name string) string {
+	switch {
+	case strings.Contains(name, "CHANNELS") || strings.Contains(name, "NRINGS"):
+		return channelKnobs
+	case strings.HasPrefix(name, "NCCL_CTRAN_ALLREDUCE_RING_") || name == "CC_CTRING_ARCH":
+		return ctringKnobNames
+	}
+	return name
+}
 
 // AgreedText is Agreed as text for the bootstrap's all-gather: one line
 // per setting, "NAME=canonical<TAB>as given", so that ranks compare
@@ -42,15 +58,15 @@ func (p *Params) AgreedText() []byte {
 	return []byte(b.String())
 }
 
-// lookupRaw returns what the environment gave name (for channelKnobs,
-// every channel variable that was set), if anything.
+// lookupRaw returns what the environment gave name (for a compound
+// setting, every variable of it that was set, as NAME=value), if anything.
 func (p *Params) lookupRaw(name string) (string, bool) {
 	var parts []string
 	for _, s := range p.set {
 		switch {
 		case s.Name == name:
 			return s.Value, true
-		case name == channelKnobs && strings.Contains(s.Name, "CHANNELS") || name == channelKnobs && strings.Contains(s.Name, "NRINGS"):
+		case groupOf(s.Name) == name:
 			parts = append(parts, s.Name+"="+s.Value)
 		}
 	}
@@ -97,7 +113,7 @@ func show(e struct{ canon, raw string }) string {
 	switch {
 	case e.raw != "":
 		return strconv.Quote(e.raw)
-	case e.canon == "" || e.canon == "0" || e.canon == "min 0 max 0":
+	case e.canon == "" || e.canon == "0" || e.canon == "min 0 max 0" || strings.HasPrefix(e.canon, "{"):
 		return "unset"
 	}
 	return fmt.Sprintf("unset (%s)", e.canon)

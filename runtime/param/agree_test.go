@@ -35,6 +35,9 @@ func TestDisagreement(t *testing.T) {
 			`NCCL_NCHANNELS/NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS differs between ranks: "NCCL_NCHANNELS=2" on rank 0 (host-0), unset on rank 1`},
 		{map[string]string{}, map[string]string{"NCCL_SHM_DISABLE": "1"}, `NCCL_SHM_DISABLE differs between ranks`},
 		{map[string]string{"NCCL_PROTO": "^LL"}, map[string]string{"NCCL_PROTO": "LL128,Simple"}, ""},
+		{map[string]string{"NCCL_CTRAN_ALLREDUCE_RING_BIDIR_AG_MAX_SIZE": "0"}, map[string]string{},
+			`NCCL_CTRAN_ALLREDUCE_RING_*/CC_CTRING_ARCH differs between ranks: "NCCL_CTRAN_ALLREDUCE_RING_BIDIR_AG_MAX_SIZE=0" on rank 0 (host-0), unset on rank 1`},
+		{map[string]string{"CC_CTRING_ARCH": "hopper"}, map[string]string{}, ""}, // the default, explicitly
 	} {
 		texts := [][]byte{loadMap(t, tc.a).AgreedText(), loadMap(t, tc.b).AgreedText(), loadMap(t, tc.a).AgreedText()}
 		err := Disagreement(texts, where)
