@@ -349,6 +349,7 @@ func checkCTRing(rank, nranks int, p Part, cfg CTRingConfig) error {
 // has no LL protocols), with the ring's Simple geometry.
 func ctringRow() Algorithm {
 	r := Algorithm{Algo: CTRing, Coll: AllReduce, WritesOutputOnce: true,
+		Explain: ctringExplain,
 		Gen: func(a *Args) Schedule {
 			return CTRingAllReduce(a.Rank, a.NRanks(), a.Part, ctringConfig(a))
 		},
@@ -367,6 +368,24 @@ func ctringPeers(a *Args) []Link {
 		links = append(links, Link{Peer: RingPrev(a.Rank, n), Send: true}, Link{Peer: RingNext(a.Rank, n)})
 	}
 	return links
+}
+
+// ctringExplain is CTRAN's AutoTune log line for the call, with what the
+// schedule then uses: "AutoTune ranks 4, msg 1048576B: blocks 4, chunks
+// 8 x 32768B (depth 2, bidir true); rounds of 32768B, partitions of 1048576B".
+// The blocks are CTRAN's tier-table decision (and the block knobs), with
+// no GPU occupancy to cap them; they are reported only: a channel's lanes
+// run on one goroutine each here.
+func ctringExplain(a *Args) string {
+	k := DefaultCTRingKnobs()
+	if a.CTRing != nil {
+		k = *a.CTRing
+	}
+	t := CTRingTune(k, a.Count*int64(a.ElemSize), a.NRanks(), a.ElemSize, math.MaxInt32, CTRingBlockSize)
+	c := ctringConfig(a)
+	return fmt.Sprintf("AutoTune ranks %d, msg %dB: blocks %d, chunks %d x %dB (depth %d, bidir %t, %s tables); rounds of %dB, partitions of %dB",
+		a.NRanks(), a.Count*int64(a.ElemSize), t.NumBlocks, t.NumChunks, t.ChunkBytes, t.Depth, t.Bidir, k.Arch,
+		c.ChunkElems*int64(a.ElemSize), c.ChunkElems*c.NumChunks*int64(a.NRanks())*int64(a.ElemSize))
 }
 
 // ctringConfig is the config of one call: what CTRAN's auto-tuner decides

@@ -31,6 +31,10 @@ type Algorithm struct {
 	// call. Every link of every schedule Gen makes is among them.
 	Peers func(a *Args) []Link
 
+	// Explain, when not nil, describes the decisions Gen takes for a call
+	// beyond the table's (CTRING's auto-tuning), for NCCL_DEBUG.
+	Explain func(a *Args) string
+
 	// WritesOutputOnce says that the schedules never write Input and write
 	// every element of Output at most once, so that a value already final in
 	// user memory may be sent from there (by reference) when the call is

@@ -256,7 +256,8 @@ func TestRanksDisagreeOnAlgo(t *testing.T) {
 // prints, for every call, the algorithm, protocol and channels it ran with,
 // and at Init the trees as NCCL prints them.
 func TestDebugNamesAlgorithm(t *testing.T) {
-	for _, algo := range []string{"tree", "ring"} {
+	names := map[string]string{"tree": "Tree", "ring": "Ring", "ctring": "CTRing"}
+	for _, algo := range []string{"tree", "ring", "ctring"} {
 		t.Run(algo, func(t *testing.T) {
 			procs := startRanks(t, 4, "allreduce-matrix", func(r int) []string {
 				return []string{"NCCL_ALGO=allreduce:" + algo, "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL,GRAPH",
@@ -264,12 +265,18 @@ func TestDebugNamesAlgorithm(t *testing.T) {
 			})
 			waitOK(t, procs)
 			stderr := procs[1].cmd.Stderr.(*syncWriter).String()
+			proto := "proto LL (below 8 KiB)"
+			if algo == "ctring" {
+				proto = "proto Simple (below 8 KiB, CTRing runs Simple)"
+			}
 			want := []string{
-				"AllReduce: 4 bytes int32 -> algo " + map[string]string{"tree": "Tree", "ring": "Ring"}[algo] +
-					` (NCCL_ALGO="allreduce:` + algo + `") proto LL (below 8 KiB) channels 1`,
+				"AllReduce: 4 bytes int32 -> algo " + names[algo] + ` (NCCL_ALGO="allreduce:` + algo + `") ` + proto + " channels 1",
 				"proto Simple (above 1 MiB)",
-				"AllReduce runs " + map[string]string{"tree": "Tree", "ring": "Ring"}[algo],
+				"AllReduce runs " + names[algo],
 				"Tree 0 : 0 -> 1 -> -1/-1/-1", // rank 1 is rank 0's chain child on host h0
+			}
+			if algo == "ctring" {
+				want = append(want, "; AutoTune ranks 4, msg 1200000B: blocks ")
 			}
 			for _, w := range want {
 				if !strings.Contains(stderr, w) {

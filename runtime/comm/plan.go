@@ -206,6 +206,7 @@ func (c *Comm) channelsFor(nbytes int64) int {
 // builds nothing.
 type plan struct {
 	scheds []algos.Schedule // index = channel
+	args0  algos.Args       // channel 0's generator arguments, for NCCL_DEBUG
 	geo    algos.Geometry
 	step   int   // payload bytes of one FIFO slot
 	chunk  int64 // elements
@@ -253,8 +254,12 @@ func (c *Comm) makePlan(k *coll) *plan {
 	pl.scheds = make([]algos.Schedule, k.channels)
 	for ch := range pl.scheds {
 		off, n := partition(k.count, k.channels, align, ch)
-		pl.scheds[ch] = k.algo.Gen(&algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count,
-			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize), CTRing: &c.p.CTRing})
+		a := algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count,
+			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize), CTRing: &c.p.CTRing}
+		if ch == 0 {
+			pl.args0 = a
+		}
+		pl.scheds[ch] = k.algo.Gen(&a)
 	}
 	return pl
 }
@@ -356,6 +361,10 @@ func (c *Comm) logColl(k *coll) {
 	if c.p.Algo.Set {
 		algoWhy = fmt.Sprintf("NCCL_ALGO=%q", c.p.Algo.Raw)
 	}
-	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s (%s) proto %s (%s) channels %d (%s), chunk %d elements",
-		k.kind, k.nbytes, k.dt, k.algo.Algo, algoWhy, k.proto, c.protoWhy(k), k.channels, chWhy, k.plan.chunk)
+	extra := ""
+	if k.algo.Explain != nil {
+		extra = "; " + k.algo.Explain(&k.plan.args0)
+	}
+	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s (%s) proto %s (%s) channels %d (%s), chunk %d elements%s",
+		k.kind, k.nbytes, k.dt, k.algo.Algo, algoWhy, k.proto, c.protoWhy(k), k.channels, chWhy, k.plan.chunk, extra)
 }
