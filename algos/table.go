@@ -113,6 +113,17 @@ var Algorithms = []Algorithm{
 	ctringRow(),
 }
 
+// Preference is the order in which algorithms are chosen until a tuner
+// decides by cost: the ring first, the default NCCL users expect, then the
+// others in NCCL's order. A collective runs the first that is allowed,
+// has a row and runs with an allowed protocol.
+var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing}
+
+// Fallback is the algorithm every collective has a row for, with every
+// protocol: what a program's own coordination runs on whatever the user
+// allows for its measured collectives (comm.Control).
+const Fallback = Ring
+
 // Lookup returns the row of algorithm a for collective c, or nil if a
 // cannot do c.
 func Lookup(a Algo, c Coll) *Algorithm {

@@ -451,3 +451,23 @@ func TestE2ELocalCCPerf(t *testing.T) {
 	checkRows(t, j.out.String(), 9)
 	checkNothingLeft(t, perf, 10*time.Second)
 }
+
+// TestE2ELocalAlgorithms runs the README's main job with each algorithm
+// besides the ring forced through NCCL_ALGO: 4 local ranks, 8 B to 32 MiB,
+// and every row's data check must pass.
+func TestE2ELocalAlgorithms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	_, perf := binaries(t)
+	for _, algo := range []string{"tree", "ctring"} {
+		t.Run(algo, func(t *testing.T) {
+			j := startCCRun(t, "-np", "4", "-x", "NCCL_ALGO="+algo, perf, "all_reduce", "-b", "8", "-e", "32M", "-f", "4", "-w", "1", "-n", "2", "-c", "1")
+			if code := j.wait(t, 5*time.Minute); code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", code, j.err)
+			}
+			checkRows(t, j.out.String(), 12) // 8 B .. 32 MiB by 4
+			checkNothingLeft(t, perf, 10*time.Second)
+		})
+	}
+}

@@ -77,8 +77,8 @@ func (c *Comm) Reduce(send, recv []byte, count int, dt reduce.DataType, op reduc
 
 // Control is a communicator's view for a program's own coordination
 // (cc-perf's barriers, timing reductions and device list), as nccl-tests
-// uses MPI beside the library it measures: its collectives always run the
-// ring with the size's default protocol, whatever NCCL_ALGO and NCCL_PROTO
+// uses MPI beside the library it measures: its collectives always run
+// algos.Fallback with the size's default protocol, whatever NCCL_ALGO and NCCL_PROTO
 // allow for the measured ones, and NCCL_DEBUG=INFO does not list them
 // under COLL. It shares the communicator's connections and failure.
 type Control struct{ c *Comm }

@@ -14,12 +14,6 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/param"
 )
 
-// algoOrder is the order in which algorithms are preferred until the tuner
-// exists: the ring first (the default), then the others in NCCL's order.
-// An algorithm runs only where NCCL_ALGO allows it and the table has a row.
-var algoOrder = []algos.Algo{algos.Ring, algos.Tree, algos.CollNetDirect, algos.CollNetChain,
-	algos.NVLS, algos.NVLSTree, algos.PAT, algos.CTRing}
-
 // Protocol thresholds until the tuner exists (seed 000's table): LL below
 // 8 KiB, LL128 up to 1 MiB, Simple above.
 const (
@@ -32,7 +26,7 @@ const (
 // forced with NCCL_MIN_NCHANNELS or NCCL_NCHANNELS).
 const minChannelBytes = 512 << 10
 
-// pickAlgo returns the row that runs kind: the first algorithm of algoOrder
+// pickAlgo returns the row that runs kind: the first algorithm of algos.Preference
 // that NCCL_ALGO allows, the table implements for kind, and that runs with
 // a protocol NCCL_PROTO allows. It is NCCL's "No algorithm/protocol
 // available" error otherwise: a call fails, not the communicator.
@@ -40,7 +34,7 @@ func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
 	allowed := p.Algo.For(kind)
 	protos := p.Proto.For(kind)
 	var implemented []string
-	for _, a := range algoOrder {
+	for _, a := range algos.Preference {
 		row := algos.Lookup(a, kind)
 		if row == nil {
 			continue
@@ -94,7 +88,7 @@ func (e *noAlgoError) Error() string {
 func (c *Comm) choose(k *coll) error {
 	row, err := c.algoFor[k.kind], c.algoErr[k.kind]
 	if k.control {
-		row, err = algos.Lookup(algos.Ring, k.kind), nil
+		row, err = algos.Lookup(algos.Fallback, k.kind), nil
 	}
 	if err != nil {
 		e := *err.(*noAlgoError)
