@@ -30,3 +30,6 @@ func futexWait(addr *uint32, val uint32, timeout time.Duration) (timedOut bool) 
 func futexWake(addr *uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)
 }
+
+// yield gives the core to another runnable thread (sched_yield).
+func yield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

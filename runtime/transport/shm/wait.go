@@ -11,6 +11,10 @@ import (
 // Fail; with more local ranks than cores, a wait polls one batch and sleeps.
 const spinBatch = 16
 
+// yieldFor is how long an oversubscribed wait yields its core between
+// polls before it sleeps on the futex.
+var yieldFor = 2 * time.Millisecond
+
 // futexTimeout bounds every futex sleep, so that a wait notices a dead
 // peer even if nobody calls Fail. Tests change it.
 var futexTimeout = 50 * time.Millisecond
@@ -48,13 +52,28 @@ func (c *conn) await(waitFlag, seq *uint32, cond func() bool) error {
 		if err := s.err(); err != nil {
 			return c.wrap(err)
 		}
-		if s.minimalSpin {
-			break
-		}
 		if start.IsZero() {
 			start = time.Now()
-		} else if time.Since(start) >= s.o.Spin {
+		}
+		if s.minimalSpin || time.Since(start) >= s.o.Spin {
 			break
+		}
+	}
+	if s.minimalSpin {
+		// More local ranks than cores: the rank that will make cond true
+		// may be waiting for this core. Give it the core (sched_yield)
+		// rather than burn it polling, and rather than sleep at once,
+		// which costs a futex wake and a scheduler wake-up per message
+		// (Open MPI's mpi_yield_when_idle). Bounded: a wait that lasts
+		// longer sleeps.
+		for time.Since(start) < yieldFor {
+			yield()
+			if cond() {
+				return nil
+			}
+			if err := s.err(); err != nil {
+				return c.wrap(err)
+			}
 		}
 	}
 	for {
