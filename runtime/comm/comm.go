@@ -207,6 +207,10 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if err := c.openSHM(ctx, o.Job, cores); err != nil {
 		return err
 	}
+	// A receive polls its socket only while a core is free for it.
+	if len(c.localIndex) <= cores {
+		c.tr.SetSpin(p.TCPSpin)
+	}
 	c.p2p = newChannel(c, p2pChannel)
 	for i := 0; i < c.nchannels; i++ {
 		c.channels = append(c.channels, newChannel(c, i))

@@ -66,6 +66,9 @@ type Params struct {
 	// SHMSpin is CC_SHM_SPIN_US: how long a shared-memory wait spins before
 	// it sleeps on a futex.
 	SHMSpin time.Duration
+	// TCPSpin is CC_TCP_SPIN_US: how long a TCP receive polls its socket
+	// before it blocks.
+	TCPSpin time.Duration
 	// HostID is CC_HOST_ID: the host identity that groups ranks for shared
 	// memory; "" means hostname + boot id.
 	HostID string

@@ -130,6 +130,8 @@ var knobs = append([]knob{
 	},
 	boolKnob("NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport: ranks of one host use TCP",
 		func(p *Params, b bool) { p.SHMDisable = b }),
+	intKnob("CC_TCP_SPIN_US", "50", 0, 100000, "microseconds a TCP receive polls its socket before it blocks in the runtime's poller (connections of one socket; 0 when a host has more ranks than cores)",
+		func(p *Params, n int) { p.TCPSpin = time.Duration(n) * time.Microsecond }),
 	intKnob("CC_SHM_SPIN_US", "20", 0, 100000, "microseconds a shared-memory wait spins before sleeping on a futex (cut to a few polls when a host has more ranks than cores)",
 		func(p *Params, n int) { p.SHMSpin = time.Duration(n) * time.Microsecond }),
 	{

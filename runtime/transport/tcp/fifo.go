@@ -6,7 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
@@ -53,6 +59,31 @@ func newRing(stepBytes int) *ring {
 	r := &ring{buf: make([]byte, stepBytes*protocols.NSteps), step: stepBytes}
 	r.cond.L = &r.mu
 	return r
+}
+
+// ready reports whether the next frame to consume has arrived.
+func (r *ring) ready() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := &r.ent[r.hseq%protocols.NSteps]
+	return e.valid && e.done && e.seq == r.hseq
+}
+
+// failed reports whether the ring has failed.
+func (r *ring) failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err != nil
+}
+
+// errOr returns the ring's error, or err if it has none.
+func (r *ring) errOr(err error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	return err
 }
 
 // fail records the first error and wakes every waiter.
@@ -246,12 +277,48 @@ type RecvConn struct {
 	closing bool // guarded by r.mu
 	wg      sync.WaitGroup
 	once    sync.Once
+
+	// With one socket, Wait reads a frame itself when none has arrived
+	// (see waitInline), polling the socket for spin before it blocks, and
+	// the reader goroutine only drains the socket while Wait is not
+	// reading.
+	inline bool
+	spin   time.Duration
+	rmu    sync.Mutex // held by whoever reads a frame from the socket
+	rc     syscall.RawConn
+	want   uint64 // seq of the next frame on the socket (inline), guarded by rmu
+	// The drainer waits for data on a duplicate of the socket's
+	// descriptor: waiting on the socket itself would hold its read lock and
+	// make Wait's reads wait for the drainer to wake up.
+	dup   *os.File
+	dupRC syscall.RawConn
+
+	// The state of one raw read, for readFn and peekFn (method values made
+	// once, so that a read allocates nothing); guarded by rmu, and peek by
+	// being the drainer's.
+	hdr            [headerSize]byte
+	rbuf           []byte
+	rn             int
+	rerr           error
+	rprobe, ragain bool
+	runtil         time.Time
+	readFn, peekFn func(fd uintptr) bool
+	peekBuf        [1]byte
+	perr           error
 }
 
-func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error)) *RecvConn {
-	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError}
+func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration) *RecvConn {
+	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError, spin: spin}
 	if p != protocols.Simple {
 		c.stage = make([]byte, protocols.NSteps*p.Payload(stepBytes))
+	}
+	if len(socks) == 1 {
+		c.inline = c.setInline(socks[0])
+	}
+	if c.inline {
+		c.wg.Add(1)
+		go c.drainer()
+		return c
 	}
 	for i := range socks {
 		c.wg.Add(1)
@@ -260,13 +327,69 @@ func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string
 	return c
 }
 
+// setInline prepares sock for inline reading: its raw descriptor, and a
+// duplicate the drainer waits on. It reports false if the socket offers
+// neither (not a TCP socket: tests), and the reader goroutines are used.
+func (c *RecvConn) setInline(sock net.Conn) bool {
+	sc, ok := sock.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	dupfd := -1
+	if err := rc.Control(func(fd uintptr) { dupfd, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || dupfd < 0 {
+		return false
+	}
+	f := os.NewFile(uintptr(dupfd), "tcp-drain") // non-blocking like the socket: the runtime polls it
+	drc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return false
+	}
+	c.rc, c.dup, c.dupRC = rc, f, drc
+	c.readFn, c.peekFn = c.readRaw, c.peekRaw
+	return true
+}
+
+// readRaw is the callback of one raw read (readSock): true ends the
+// runtime's Read, false makes it wait until the socket is readable.
+func (c *RecvConn) readRaw(fd uintptr) bool {
+	c.rn, c.rerr = unix.Read(int(fd), c.rbuf)
+	if c.rerr != unix.EAGAIN {
+		return true
+	}
+	switch {
+	case c.rprobe:
+		return true // nothing there: report it
+	case !c.runtil.IsZero() && time.Now().Before(c.runtil):
+		c.ragain = true
+		return true // poll again, without blocking
+	}
+	return false // block until readable
+}
+
+// peekRaw is the drainer's callback: it ends the wait once a byte can be
+// read, without reading it.
+func (c *RecvConn) peekRaw(fd uintptr) bool {
+	// recvfrom without an address: unix.Recvfrom would allocate one.
+	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1,
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	c.perr = nil
+	if errno != 0 {
+		c.perr = errno
+	}
+	return c.perr != unix.EAGAIN
+}
+
 // reader reads socket i's frames; it exits on Close or on its first error,
 // which it records and reports through onError unless the connection is
 // closing.
 func (c *RecvConn) reader(i int) {
 	defer c.wg.Done()
 	sock := c.socks[i]
-	r := c.r
 	nsocks := uint64(len(c.socks))
 	want := uint64(i) // next seq expected on this socket
 	var hdr [headerSize]byte
@@ -275,40 +398,143 @@ func (c *RecvConn) reader(i int) {
 			c.readFailed(err)
 			return
 		}
-		size := int(binary.LittleEndian.Uint32(hdr[0:]))
-		nsteps := int(binary.LittleEndian.Uint32(hdr[4:]))
-		step := binary.LittleEndian.Uint64(hdr[8:])
-		seq := binary.LittleEndian.Uint64(hdr[16:])
-		r.mu.Lock()
-		if nsteps < 1 || nsteps > protocols.NSteps || size > nsteps*r.step || step%uint64(nsteps) != 0 || step < r.head || seq != want {
-			r.mu.Unlock()
-			c.readFailed(fmt.Errorf("protocol error: frame seq %d (want %d) step %d, %d steps, %d bytes", seq, want, step, nsteps, size))
-			return
-		}
-		want += nsocks
-		for r.err == nil && (!r.fits(step, nsteps) || seq >= r.hseq+protocols.NSteps) {
-			r.cond.Wait()
-		}
-		if r.err != nil {
-			r.mu.Unlock()
-			return
-		}
-		dst := r.slot(step, nsteps)[:size]
-		r.mu.Unlock()
-		if _, err := io.ReadFull(sock, dst); err != nil {
+		if err := c.readPayload(hdr[:], want, sock); err != nil {
+			if c.r.failed() {
+				return
+			}
 			c.readFailed(err)
 			return
 		}
-		r.mu.Lock()
-		r.ent[seq%protocols.NSteps] = entry{seq: seq, step: step, nsteps: nsteps, size: size, done: true, valid: true}
-		r.cond.Broadcast()
-		r.mu.Unlock()
+		want += nsocks
 	}
+}
+
+// readPayload checks a frame's header, waits for its slots, reads its
+// payload from sock (nil: the inline socket, with rmu held) and publishes
+// it to Wait.
+func (c *RecvConn) readPayload(hdr []byte, want uint64, sock net.Conn) error {
+	r := c.r
+	size := int(binary.LittleEndian.Uint32(hdr[0:]))
+	nsteps := int(binary.LittleEndian.Uint32(hdr[4:]))
+	step := binary.LittleEndian.Uint64(hdr[8:])
+	seq := binary.LittleEndian.Uint64(hdr[16:])
+	r.mu.Lock()
+	if nsteps < 1 || nsteps > protocols.NSteps || size > nsteps*r.step || step%uint64(nsteps) != 0 || step < r.head || seq != want {
+		r.mu.Unlock()
+		return fmt.Errorf("protocol error: frame seq %d (want %d) step %d, %d steps, %d bytes", seq, want, step, nsteps, size)
+	}
+	for r.err == nil && (!r.fits(step, nsteps) || seq >= r.hseq+protocols.NSteps) {
+		r.cond.Wait()
+	}
+	if r.err != nil {
+		r.mu.Unlock()
+		return r.err
+	}
+	dst := r.slot(step, nsteps)[:size]
+	r.mu.Unlock()
+	var err error
+	if sock != nil {
+		_, err = io.ReadFull(sock, dst)
+	} else {
+		_, err = c.readSock(dst, false, false)
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.ent[seq%protocols.NSteps] = entry{seq: seq, step: step, nsteps: nsteps, size: size, done: true, valid: true}
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	return nil
+}
+
+// drainer reads frames into the FIFO while Wait is not reading them (an
+// inline connection): when this rank is busy sending, the peer's frames
+// still leave the socket, so two ranks that both write never wait on each
+// other's full sockets, as with reader goroutines. It waits for the socket
+// to be readable without reading (MSG_PEEK), then reads a frame if Wait
+// has not taken it meanwhile. It exits on Close or the first error.
+func (c *RecvConn) drainer() {
+	defer c.wg.Done()
+	for {
+		err := c.dupRC.Read(c.peekFn)
+		if err == nil && c.perr != nil {
+			err = c.perr
+		}
+		if err != nil {
+			if !c.r.failed() {
+				c.readFailed(err)
+			}
+			return
+		}
+		c.rmu.Lock()
+		err = c.readFrame(false)
+		c.rmu.Unlock()
+		if err != nil {
+			if !c.r.failed() {
+				c.readFailed(err)
+			}
+			return
+		}
+	}
+}
+
+// readFrame reads one frame of an inline connection into the FIFO, if one
+// has begun to arrive; with rmu held. With poll it waits for it, polling
+// the socket for c.spin before blocking; without, it returns at once when
+// the socket has nothing.
+func (c *RecvConn) readFrame(poll bool) error {
+	hdr := c.hdr[:]
+	got, err := c.readSock(hdr, poll, !poll)
+	if err != nil || got == 0 {
+		return err
+	}
+	if got < headerSize {
+		if _, err := c.readSock(hdr[got:], false, false); err != nil {
+			return err
+		}
+	}
+	if err := c.readPayload(hdr, c.want, nil); err != nil {
+		return err
+	}
+	c.want++
+	return nil
+}
+
+// readSock reads len(b) bytes from an inline connection's socket. With
+// spin it first polls for c.spin; with probe it returns 0 bytes at once if
+// nothing is there yet. Otherwise it blocks (the runtime's poller) until
+// b is full, the socket fails or its read deadline passes (Fail).
+func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
+	c.runtil = time.Time{}
+	if spin && c.spin > 0 {
+		c.runtil = time.Now().Add(c.spin)
+	}
+	got := 0
+	for got < len(b) {
+		c.rbuf, c.rprobe, c.ragain = b[got:], probe && got == 0, false
+		err := c.rc.Read(c.readFn)
+		switch {
+		case err != nil:
+			return got, err
+		case c.ragain:
+			continue
+		case c.rprobe && c.rerr == unix.EAGAIN:
+			return 0, nil
+		case c.rerr != nil:
+			return got, c.rerr
+		case c.rn == 0:
+			return got, io.EOF
+		}
+		got += c.rn
+	}
+	c.rbuf = nil
+	return got, nil
 }
 
 func (c *RecvConn) readFailed(err error) {
 	c.r.mu.Lock()
-	closing := c.closing
+	closing := c.closing || c.r.err != nil
 	c.r.mu.Unlock()
 	if closing {
 		return
@@ -326,6 +552,11 @@ func (c *RecvConn) readFailed(err error) {
 
 // Wait implements engine.RecvConn.
 func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
+	if c.inline {
+		if err := c.waitInline(); err != nil {
+			return nil, err
+		}
+	}
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -351,6 +582,45 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	}
 }
 
+// waitInline makes sure the next frame is in the FIFO: it is there, or
+// Wait reads it itself, polling the socket for c.spin before it blocks, so
+// that a small message costs no hand-off between goroutines; or the
+// drainer is reading it and Wait waits for that.
+func (c *RecvConn) waitInline() error {
+	r := c.r
+	for {
+		if r.ready() {
+			return nil
+		}
+		if err := r.errOr(nil); err != nil {
+			return err
+		}
+		if c.rmu.TryLock() {
+			// The drainer may have published the frame between the check
+			// above and the lock: reading now would wait for the next.
+			if c.r.ready() {
+				c.rmu.Unlock()
+				return nil
+			}
+			err := c.readFrame(true)
+			c.rmu.Unlock()
+			if err != nil {
+				if !r.failed() {
+					c.readFailed(err)
+				}
+				return r.errOr(err)
+			}
+			continue
+		}
+		// The drainer is reading the frame: it publishes it under r.mu.
+		r.mu.Lock()
+		for r.err == nil && !(r.ent[r.hseq%protocols.NSteps].valid && r.ent[r.hseq%protocols.NSteps].seq == r.hseq) {
+			r.cond.Wait()
+		}
+		r.mu.Unlock()
+	}
+}
+
 // Release implements engine.RecvConn.
 func (c *RecvConn) Release() error {
 	r := c.r
@@ -364,8 +634,15 @@ func (c *RecvConn) Release() error {
 	return nil
 }
 
-// Fail makes every pending and later call return err.
-func (c *RecvConn) Fail(err error) { c.r.fail(err) }
+// Fail makes every pending and later call return err; a read blocked on
+// the socket returns at once.
+func (c *RecvConn) Fail(err error) {
+	c.r.fail(err)
+	if c.inline {
+		c.socks[0].SetReadDeadline(time.Now())
+		c.dup.SetReadDeadline(time.Now())
+	}
+}
 
 // SetClosing marks the connection as shutting down: the peer closing it
 // from now on is expected and not reported.
@@ -382,6 +659,9 @@ func (c *RecvConn) Close() error {
 		c.r.fail(engine.ErrClosed)
 		for _, s := range c.socks {
 			s.Close()
+		}
+		if c.dup != nil {
+			c.dup.Close()
 		}
 		c.wg.Wait()
 	})

@@ -40,6 +40,9 @@ type Options struct {
 	// OnError is told about a connection that failed on its own (the peer
 	// died or reset it), so the communicator can abort.
 	OnError func(error)
+	// Spin is how long a receive polls its socket before it blocks
+	// (connections of one socket read on the caller's goroutine).
+	Spin time.Duration
 }
 
 type key struct {
@@ -82,6 +85,15 @@ func Listen(o Options) (*Transport, error) {
 	t.wg.Add(1)
 	go t.accept()
 	return t, nil
+}
+
+// SetSpin changes Options.Spin for the connections accepted from now on
+// (the communicator knows how many ranks share the host only after
+// joining).
+func (t *Transport) SetSpin(d time.Duration) {
+	t.mu.Lock()
+	t.o.Spin = d
+	t.mu.Unlock()
 }
 
 // Addr is the address peers dial.
@@ -249,7 +261,10 @@ func (t *Transport) Accept(ctx context.Context, peer int, channel int, p protoco
 	if len(socks) > 0 {
 		addr = socks[0].RemoteAddr().String()
 	}
-	c := newRecvConn(p, socks, stepBytes, fmt.Sprintf("rank %d (%s)", peer, addr), t.o.OnError)
+	t.mu.Lock()
+	spin := t.o.Spin
+	t.mu.Unlock()
+	c := newRecvConn(p, socks, stepBytes, fmt.Sprintf("rank %d (%s)", peer, addr), t.o.OnError, spin)
 	if !t.track(c) {
 		return nil, errors.New("transport closed")
 	}

@@ -64,8 +64,8 @@ func connectProto(t *testing.T, a, b *Transport, p protocols.Proto, stepBytes in
 	var s Sender
 	var serr error
 	done := make(chan struct{})
-	go func() { defer close(done); s, serr = a.Connect(ctx, 1, b.Addr(), 7, p, stepBytes) }()
-	r, err := b.Accept(ctx, 0, 7, p, stepBytes)
+	go func() { defer close(done); s, serr = a.Connect(ctx, b.o.Rank, b.Addr(), 7, p, stepBytes) }()
+	r, err := b.Accept(ctx, a.o.Rank, 7, p, stepBytes)
 	<-done
 	if serr != nil || err != nil {
 		t.Fatalf("connect: %v / accept: %v", serr, err)
@@ -283,5 +283,123 @@ func TestProtocolsRoundTrip(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestInlineReceive: with one socket a receive reads its frames on the
+// caller's goroutine, and the drainer reads them while the caller is away.
+// The receiver pauses at random so that both happen, in every protocol,
+// polling and not; every slice must arrive intact and in order.
+func TestInlineReceive(t *testing.T) {
+	for _, p := range []protocols.Proto{protocols.Simple, protocols.LL, protocols.LL128} {
+		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+			t.Run(fmt.Sprintf("%s/spin=%v", p, spin), func(t *testing.T) {
+				a, b, _ := pair(t, 1, nil)
+				b.SetSpin(spin)
+				const stepBytes, n = 1024, 3000
+				s, r := connectProto(t, a, b, p, stepBytes)
+				if !r.(*RecvConn).inline {
+					t.Fatal("a one-socket connection does not read inline")
+				}
+				max := p.Payload(stepBytes)
+				errc := make(chan error, 1)
+				go func() {
+					for i := 0; i < n; i++ {
+						buf, err := s.Acquire(1)
+						if err != nil {
+							errc <- err
+							return
+						}
+						pl := payload(i, max)
+						copy(buf, pl)
+						if err := s.Post(len(pl)); err != nil {
+							errc <- err
+							return
+						}
+						if i%97 == 0 {
+							time.Sleep(50 * time.Microsecond) // the receiver polls, then blocks
+						}
+					}
+					errc <- nil
+				}()
+				for i := 0; i < n; i++ {
+					if i%89 == 0 {
+						time.Sleep(200 * time.Microsecond) // the drainer reads ahead
+					}
+					want := payload(i, max)
+					got, err := r.Wait(1, len(want))
+					if err != nil {
+						t.Fatalf("slice %d: %v", i, err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("slice %d: %d bytes differ", i, len(want))
+					}
+					r.Release()
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestBothWriteFirst: two ranks each send more than the sockets hold
+// before either receives. With the sender writing on its own goroutine
+// (LL, LL128), nothing would read the sockets while both write: the
+// drainer does, into the FIFO, so both finish.
+func TestBothWriteFirst(t *testing.T) {
+	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
+		t.Run(p.String(), func(t *testing.T) {
+			a, b, _ := pair(t, 1, nil)
+			stepBytes := 1 << 21 // 2 MiB of wire per slice: the FIFO holds more than the sockets
+			sa, rb := connectProto(t, a, b, p, stepBytes)
+			sb, ra := connectProto(t, b, a, p, stepBytes)
+			const n = protocols.NSteps // the FIFO's worth: 16 MiB each way
+			max := p.Payload(stepBytes)
+			full := func(i int) []byte { // a whole slot's payload
+				b := make([]byte, max)
+				for j := range b {
+					b[j] = byte(i + j*13)
+				}
+				return b
+			}
+			run := func(s Sender, r Receiver) error {
+				for i := 0; i < n; i++ {
+					buf, err := s.Acquire(1)
+					if err != nil {
+						return err
+					}
+					if err := s.Post(copy(buf, full(i))); err != nil {
+						return err
+					}
+				}
+				for i := 0; i < n; i++ {
+					want := full(i)
+					got, err := r.Wait(1, len(want))
+					if err != nil {
+						return err
+					}
+					if !bytes.Equal(got, want) {
+						return fmt.Errorf("slice %d differs", i)
+					}
+					r.Release()
+				}
+				return nil
+			}
+			errc := make(chan error, 2)
+			go func() { errc <- run(sa, ra) }()
+			go func() { errc <- run(sb, rb) }()
+			for range 2 {
+				select {
+				case err := <-errc:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("both ranks still writing after 30 s (hang guard): nothing drained the sockets")
+				}
+			}
+		})
 	}
 }
