@@ -79,6 +79,7 @@ type Comm struct {
 	workers   []*worker // channels 1.. run on these
 
 	topo    *algos.Topo                      // which ranks share a host
+	allSHM  bool                             // every connection is shared memory: the protocol thresholds differ
 	algoFor [algos.NumColls]*algos.Algorithm // the row each collective runs with
 	algoErr [algos.NumColls]error            // or why none can (NCCL_ALGO, NCCL_PROTO)
 	plans   map[planKey]*plan                // schedules by collective shape
@@ -204,6 +205,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		hostIDs[pi.Rank] = pi.HostID
 	}
 	c.topo = algos.NewTopo(hostIDs)
+	c.allSHM = c.topo.NHosts() == 1 && !p.SHMDisable
 	if err := c.openSHM(ctx, o.Job, cores); err != nil {
 		return err
 	}
