@@ -132,7 +132,7 @@ var knobs = append([]knob{
 		func(p *Params, b bool) { p.SHMDisable = b }),
 	intKnob("CC_TCP_SPIN_US", "50", 0, 100000, "microseconds a TCP receive polls its socket before it blocks in the runtime's poller (connections of one socket; 0 when a host has more ranks than cores)",
 		func(p *Params, n int) { p.TCPSpin = time.Duration(n) * time.Microsecond }),
-	intKnob("CC_SHM_SPIN_US", "20", 0, 100000, "microseconds a shared-memory wait spins before sleeping on a futex (cut to a few polls when a host has more ranks than cores)",
+	intKnob("CC_SHM_SPIN_US", "1000", 0, 100000, "microseconds a shared-memory wait polls before sleeping on a futex; with more ranks on the host than cores it yields the core between polls instead, for 2 ms",
 		func(p *Params, n int) { p.SHMSpin = time.Duration(n) * time.Microsecond }),
 	{
 		name: "CC_HOST_ID", kind: KindString, allowed: "any text without spaces, at most 128 bytes",
