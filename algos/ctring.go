@@ -322,17 +322,10 @@ func partitionNumel(remain, total, minPart int64) int64 {
 
 // checkCTRing validates the arguments of CTRingAllReduce.
 func checkCTRing(rank, nranks int, p Part, cfg CTRingConfig) error {
+	if err := checkRankPart(rank, nranks, p); err != nil {
+		return err
+	}
 	switch {
-	case nranks < 1:
-		return fmt.Errorf("nranks %d: must be at least 1", nranks)
-	case rank < 0 || rank >= nranks:
-		return fmt.Errorf("rank %d: must be in [0, %d)", rank, nranks)
-	case p.Offset < 0:
-		return fmt.Errorf("part offset %d: must be at least 0", p.Offset)
-	case p.Count < 0:
-		return fmt.Errorf("part count %d: must be at least 0", p.Count)
-	case p.Offset > math.MaxInt64-p.Count:
-		return fmt.Errorf("part [%d, +%d): end overflows int64", p.Offset, p.Count)
 	case cfg.ChunkElems < 1:
 		return fmt.Errorf("chunk %d elements: must be at least 1", cfg.ChunkElems)
 	case cfg.NumChunks < 1:

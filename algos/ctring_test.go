@@ -224,11 +224,7 @@ func TestCTRingPanicsOnBadArguments(t *testing.T) {
 	good := algos.CTRingConfig{ChunkElems: 2, NumChunks: 2, MinShardElems: 1}
 	bigShard := algos.CTRingConfig{ChunkElems: 2, NumChunks: 2, MinShardElems: 5}
 	p := algos.Part{Count: 4}
-	tests := []struct {
-		name string
-		call func()
-		want string
-	}{
+	tests := []panicCase{
 		{"nranks", func() { algos.CTRingAllReduce(0, 0, p, good) }, "ctring all-reduce: nranks 0: must be at least 1"},
 		{"rank", func() { algos.CTRingAllReduce(4, 4, p, good) }, "rank 4: must be in [0, 4)"},
 		{"offset", func() { algos.CTRingAllReduce(0, 4, algos.Part{Offset: -1}, good) }, "part offset -1: must be at least 0"},
@@ -239,15 +235,5 @@ func TestCTRingPanicsOnBadArguments(t *testing.T) {
 		{"min shard", func() { algos.CTRingAllReduce(0, 4, p, bigShard) },
 			"minimum shard 5 elements: must be in [0, 4], the shard of a full partition"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				got := fmt.Sprint(recover())
-				if !strings.Contains(got, tt.want) {
-					t.Errorf("panic = %q, want it to contain %q", got, tt.want)
-				}
-			}()
-			tt.call()
-		})
-	}
+	checkPanics(t, tests)
 }

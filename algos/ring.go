@@ -143,25 +143,37 @@ func loops(p Part) int64 { return divUp(p.Count, p.Chunk) }
 // panic with its error: a bad rank or part is a bug in the caller, not a
 // condition it can handle.
 func checkRing(rank, nranks, root int, p Part) error {
+	if err := checkRankPart(rank, nranks, p); err != nil {
+		return err
+	}
 	switch {
-	case nranks < 1:
-		return fmt.Errorf("nranks %d: must be at least 1", nranks)
-	case rank < 0 || rank >= nranks:
-		return fmt.Errorf("rank %d: must be in [0, %d)", rank, nranks)
 	case root < 0 || root >= nranks:
 		return fmt.Errorf("root %d: must be in [0, %d)", root, nranks)
-	case p.Offset < 0:
-		return fmt.Errorf("part offset %d: must be at least 0", p.Offset)
-	case p.Count < 0:
-		return fmt.Errorf("part count %d: must be at least 0", p.Count)
-	case p.Offset > math.MaxInt64-p.Count:
-		return fmt.Errorf("part [%d, +%d): end overflows int64", p.Offset, p.Count)
 	case p.Chunk < 1:
 		return fmt.Errorf("part chunk %d: must be at least 1", p.Chunk)
 	case p.Align < 0:
 		return fmt.Errorf("part align %d: must be at least 0", p.Align)
 	case p.Chunk > math.MaxInt64/int64(nranks)-p.Align:
 		return fmt.Errorf("part chunk %d + align %d: %d ranks of it overflow int64", p.Chunk, p.Align, nranks)
+	}
+	return nil
+}
+
+// checkRankPart validates what every generator takes: a rank among
+// nranks, and a part with a non-negative offset and count whose end fits
+// in int64. Each generator checks its own further arguments after it.
+func checkRankPart(rank, nranks int, p Part) error {
+	switch {
+	case nranks < 1:
+		return fmt.Errorf("nranks %d: must be at least 1", nranks)
+	case rank < 0 || rank >= nranks:
+		return fmt.Errorf("rank %d: must be in [0, %d)", rank, nranks)
+	case p.Offset < 0:
+		return fmt.Errorf("part offset %d: must be at least 0", p.Offset)
+	case p.Count < 0:
+		return fmt.Errorf("part count %d: must be at least 0", p.Count)
+	case p.Offset > math.MaxInt64-p.Count:
+		return fmt.Errorf("part [%d, +%d): end overflows int64", p.Offset, p.Count)
 	}
 	return nil
 }

@@ -130,11 +130,7 @@ func TestRingAllReduceStages(t *testing.T) {
 
 func TestRingPanicsOnBadArguments(t *testing.T) {
 	good := algos.Part{Count: 4, Chunk: 2}
-	tests := []struct {
-		name string
-		call func()
-		want string
-	}{
+	tests := []panicCase{
 		{"nranks", func() { algos.RingAllReduce(0, 0, good) }, "ring all-reduce: nranks 0: must be at least 1"},
 		{"rank", func() { algos.RingAllReduce(4, 4, good) }, "rank 4: must be in [0, 4)"},
 		{"root", func() { algos.RingBroadcast(0, 4, -1, good) }, "ring broadcast: root -1: must be in [0, 4)"},
@@ -146,7 +142,20 @@ func TestRingPanicsOnBadArguments(t *testing.T) {
 		{"block", func() { algos.RingReduceScatter(0, 4, 5, algos.Part{Offset: 2, Count: 4, Chunk: 1}) },
 			"ring reduce-scatter: part [2, 6) with 4 ranks: must fit in a block of 5 elements"},
 	}
-	for _, tt := range tests {
+	checkPanics(t, tests)
+}
+
+// panicCase is a call that must panic with a message containing want.
+type panicCase struct {
+	name string
+	call func()
+	want string
+}
+
+// checkPanics runs every case and checks its panic message.
+func checkPanics(t *testing.T, cases []panicCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			defer func() {
 				got := fmt.Sprint(recover())

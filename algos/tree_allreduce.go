@@ -147,15 +147,13 @@ func fanOf(recv, send []int) *Fan {
 
 // checkTree validates TreeAllReduce's arguments.
 func checkTree(rank int, t *Topo, p Part) error {
-	switch {
-	case t == nil || t.NRanks < 1 || len(t.host) != t.NRanks:
+	if t == nil || t.NRanks < 1 || len(t.host) != t.NRanks {
 		return errors.New("no topology: build it with NewTopo")
-	case rank < 0 || rank >= t.NRanks:
-		return fmt.Errorf("rank %d: must be in [0, %d)", rank, t.NRanks)
-	case p.Offset < 0:
-		return fmt.Errorf("part offset %d: must be at least 0", p.Offset)
-	case p.Count < 0:
-		return fmt.Errorf("part count %d: must be at least 0", p.Count)
+	}
+	if err := checkRankPart(rank, t.NRanks, p); err != nil {
+		return err
+	}
+	switch {
 	case p.Chunk < 1:
 		return fmt.Errorf("part chunk %d: must be at least 1", p.Chunk)
 	case p.Align < 0:

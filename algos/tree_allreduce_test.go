@@ -176,11 +176,7 @@ func TestTreeTableRow(t *testing.T) {
 func TestTreePanicsOnBadArguments(t *testing.T) {
 	good := algos.Part{Count: 4, Chunk: 2}
 	topo := algos.FlatTopo(4)
-	tests := []struct {
-		name string
-		call func()
-		want string
-	}{
+	tests := []panicCase{
 		{"topo", func() { algos.TreeAllReduce(0, nil, good) }, "tree all-reduce: no topology"},
 		{"rank", func() { algos.TreeAllReduce(4, topo, good) }, "tree all-reduce: rank 4: must be in [0, 4)"},
 		{"chunk", func() { algos.TreeAllReduce(0, topo, algos.Part{Count: 4}) }, "part chunk 0: must be at least 1"},
@@ -189,15 +185,5 @@ func TestTreePanicsOnBadArguments(t *testing.T) {
 		{"align", func() { algos.TreeAllReduce(0, topo, algos.Part{Chunk: 1, Align: -4}) }, "part align -4: must be at least 0"},
 		{"overflow", func() { algos.TreeAllReduce(0, topo, algos.Part{Offset: 1 << 62, Count: 1 << 62, Chunk: 1}) }, "end overflows int64"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				got := fmt.Sprint(recover())
-				if !strings.Contains(got, tt.want) {
-					t.Errorf("panic = %q, want it to contain %q", got, tt.want)
-				}
-			}()
-			tt.call()
-		})
-	}
+	checkPanics(t, tests)
 }

@@ -375,24 +375,10 @@ func TestDoubleTreeExamples(t *testing.T) {
 }
 
 func TestTreeTopologyPanicsOnBadArguments(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		call func()
-		want string
-	}{
+	checkPanics(t, []panicCase{
 		{"btree", func() { algos.Btree(4, 4) }, "btree: node 4: must be in [0, 4)"},
 		{"dtree", func() { algos.Dtree(4, -1) }, "dtree: node -1: must be in [0, 4)"},
 		{"double tree", func() { algos.DoubleTree(algos.FlatTopo(4), 5) }, "double tree: rank 5"},
 		{"no topology", func() { algos.DoubleTree(nil, 0) }, "double tree: rank 0: not in the topology"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				got := fmt.Sprint(recover())
-				if !strings.Contains(got, tt.want) {
-					t.Errorf("panic = %q, want it to contain %q", got, tt.want)
-				}
-			}()
-			tt.call()
-		})
-	}
+	})
 }
