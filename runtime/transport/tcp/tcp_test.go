@@ -286,12 +286,12 @@ func TestProtocolsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestInlineReceive: with one socket a receive reads its frames on the
+// TestInlineReceive: with one socket, LL and LL128 receives read frames on the
 // caller's goroutine, and the drainer reads them while the caller is away.
 // The receiver pauses at random so that both happen, in every protocol,
 // polling and not; every slice must arrive intact and in order.
 func TestInlineReceive(t *testing.T) {
-	for _, p := range []protocols.Proto{protocols.Simple, protocols.LL, protocols.LL128} {
+	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
 		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 			t.Run(fmt.Sprintf("%s/spin=%v", p, spin), func(t *testing.T) {
 				a, b, _ := pair(t, 1, nil)
@@ -299,7 +299,7 @@ func TestInlineReceive(t *testing.T) {
 				const stepBytes, n = 1024, 3000
 				s, r := connectProto(t, a, b, p, stepBytes)
 				if !r.(*RecvConn).inline {
-					t.Fatal("a one-socket connection does not read inline")
+					t.Fatal("a one-socket LL/LL128 connection does not read inline")
 				}
 				max := p.Payload(stepBytes)
 				errc := make(chan error, 1)
