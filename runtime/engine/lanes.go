@@ -46,10 +46,12 @@ type laneState struct {
 	nref int
 }
 
-// laneWorker is a long-lived goroutine running lane `lane` of each task.
+// laneWorker is a long-lived goroutine running one lane of each task:
+// lane, set before each start.
 type laneWorker struct {
 	start chan struct{}
 	exit  chan struct{}
+	lane  int
 }
 
 // errLaneAborted ends a lane held by a Wait when another lane failed.
@@ -91,18 +93,39 @@ func (r *Runner) Run(t *Task, conns Conns) error {
 	}
 	r.abort.Store(false)
 	r.first = nil
-	if nl == 1 && len(t.Sched.Lanes[0].Waits) == 0 {
-		return r.runLane(t, conns, 0)
+	// Lanes without Ops have nothing to do (a Wait on one is satisfied at
+	// once): only the others run, the first on this goroutine, so a task
+	// with one busy lane costs no hand-off.
+	first, busy := -1, 0
+	for i := range nl {
+		if len(t.Sched.Lanes[i].Ops) > 0 {
+			busy++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if busy == 0 {
+		return nil
+	}
+	if busy == 1 && len(t.Sched.Lanes[first].Waits) == 0 {
+		return r.runLane(t, conns, first)
 	}
 	r.task, r.conns = t, conns
-	for len(r.workers) < nl-1 {
-		r.workers = append(r.workers, r.newWorker(len(r.workers)+1))
+	r.wg.Add(busy - 1)
+	w := 0
+	for i := first + 1; i < nl; i++ {
+		if len(t.Sched.Lanes[i].Ops) == 0 {
+			continue
+		}
+		if w == len(r.workers) {
+			r.workers = append(r.workers, r.newWorker())
+		}
+		r.workers[w].lane = i
+		r.workers[w].start <- struct{}{}
+		w++
 	}
-	r.wg.Add(nl - 1)
-	for i := range nl - 1 {
-		r.workers[i].start <- struct{}{}
-	}
-	err0 := r.runLane(t, conns, 0)
+	err0 := r.runLane(t, conns, first)
 	r.wg.Wait()
 	r.task, r.conns = nil, nil
 	if r.abort.Load() {
@@ -112,12 +135,12 @@ func (r *Runner) Run(t *Task, conns Conns) error {
 	return err0
 }
 
-func (r *Runner) newWorker(lane int) *laneWorker {
+func (r *Runner) newWorker() *laneWorker {
 	w := &laneWorker{start: make(chan struct{}), exit: make(chan struct{})}
 	go func() {
 		defer close(w.exit)
 		for range w.start {
-			r.lanes[lane].err = r.runLane(r.task, r.conns, lane)
+			r.lanes[w.lane].err = r.runLane(r.task, r.conns, w.lane)
 			r.wg.Done()
 		}
 	}()
