@@ -200,7 +200,7 @@ sweep=(-b "$minbytes" -e "$maxbytes" -f "$factor" -w "$warmup" -n "$iters" -c 1)
   done
   if [ "$cores" -lt 4 ] && [[ " ${config_list[*]} " == *" shm4 "* ]]; then
     echo "# shm4 oversubscribes $cores cores: Open MPI gets --mca mpi_yield_when_idle 1 (what Open MPI 4.1 picks itself when"
-    echo "#   oversubscribed), cc ranks cut their spin to a few polls before sleeping (cc's own rule for more ranks than cores)"
+    echo "#   oversubscribed); cc ranks poll a few times, then yield the core (sched_yield) before sleeping (cc's rule for more ranks than cores)"
   fi
   env | grep -E '^(NCCL|CC)_' | grep -v -E '^CC_BIN(_B)?=' | sed 's/^/# env: /' || true
   echo
