@@ -370,10 +370,7 @@ func ctringPeers(a *Args) []Link {
 // no GPU occupancy to cap them; they are reported only: a channel's lanes
 // run on one goroutine each here.
 func ctringExplain(a *Args) string {
-	k := DefaultCTRingKnobs()
-	if a.CTRing != nil {
-		k = *a.CTRing
-	}
+	k := a.ctringKnobs()
 	t := CTRingTune(k, a.Count*int64(a.ElemSize), a.NRanks(), a.ElemSize, math.MaxInt32, CTRingBlockSize)
 	c := ctringConfig(a)
 	return fmt.Sprintf("AutoTune ranks %d, msg %dB: blocks %d, chunks %d x %dB (depth %d, bidir %t, %s tables); rounds of %dB, partitions of %dB",
@@ -395,10 +392,7 @@ func ctringExplain(a *Args) string {
 // 4 MiB per shard; with NCCL_BUFFSIZE 4 MiB the ring's chunk is 2 MiB, so a
 // channel runs partitions of 8 x 8 rounds of 2 MiB.
 func ctringConfig(a *Args) CTRingConfig {
-	k := DefaultCTRingKnobs()
-	if a.CTRing != nil {
-		k = *a.CTRing
-	}
+	k := a.ctringKnobs()
 	esize := int64(a.ElemSize)
 	// Occupancy shapes only the blocks, which a schedule does not use.
 	t := CTRingTune(k, a.Count*esize, a.NRanks(), a.ElemSize, 1, CTRingBlockSize)
@@ -412,4 +406,12 @@ func ctringConfig(a *Args) CTRingConfig {
 	// shorten a partition below zero).
 	c.MinShardElems = min(k.MinShardSize/esize, c.ChunkElems*c.NumChunks)
 	return c
+}
+
+// ctringKnobs are the call's CTRING knobs: a.CTRing, or CTRAN's defaults.
+func (a *Args) ctringKnobs() CTRingKnobs {
+	if a.CTRing != nil {
+		return *a.CTRing
+	}
+	return DefaultCTRingKnobs()
 }

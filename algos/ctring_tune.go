@@ -165,7 +165,9 @@ func ceilDivU(x, y uint64) uint64 { return x/y + min(x%y, 1) }
 
 // CTRingTune decides the chunking, blocks and all-gather direction of one
 // all-reduce of msgBytes on nranks ranks, elements of typeSize bytes, with
-// occupancy occBlocks x occBlockSize (cc: GOMAXPROCS x CTRingBlockSize).
+// occupancy occBlocks x occBlockSize (CTRAN: what the GPU can hold; cc
+// reports the blocks uncapped, with CTRingBlockSize, and its schedules do
+// not use them: a lane runs on one goroutine).
 // It is pure and never fails: run k.Check first. Where Check would refuse,
 // the tuner caps (NUM_THREAD_BLOCKS to MAX_NUM_THREAD_BLOCKS,
 // THREAD_BLOCK_SIZE to occBlockSize). It panics if msgBytes is negative,

@@ -51,6 +51,18 @@ type Geometry struct {
 // Runs reports whether the algorithm runs with protocol p.
 func (a *Algorithm) Runs(p protocols.Proto) bool { return a.Geometry[p].SliceSteps > 0 }
 
+// Protos returns the protocols the algorithm runs with, in protocols.Proto
+// order.
+func (a *Algorithm) Protos() []protocols.Proto {
+	var out []protocols.Proto
+	for p := range protocols.Proto(protocols.NumProtos) {
+		if a.Runs(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Args is what a generator is given for one rank and channel.
 type Args struct {
 	Rank int
@@ -145,7 +157,7 @@ func ringRow(c Coll, gen func(a *Args) []Op) Algorithm {
 	if c == Broadcast || c == Reduce {
 		simple = pipe
 	}
-	r := Algorithm{Algo: Ring, Coll: c, Chunk: nil, WritesOutputOnce: true,
+	r := Algorithm{Algo: Ring, Coll: c, WritesOutputOnce: true,
 		Gen:   func(a *Args) Schedule { return Single(gen(a)) },
 		Peers: ringPeers}
 	r.Geometry[protocols.Simple] = simple

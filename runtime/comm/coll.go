@@ -39,40 +39,32 @@ type coll struct {
 // leaves the result in every rank's recv buffer. send and recv may be the
 // same memory (in place).
 func (c *Comm) AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error {
-	return c.collective(algos.AllReduce, send, recv, count, dt, op, 0, count, count)
+	return c.call(false, algos.AllReduce, send, recv, count, dt, op, 0)
 }
 
 // ReduceScatter reduces the nranks blocks of recvCount elements in every
 // rank's send buffer with op; rank r receives block r. In place means recv
 // is send's block r.
 func (c *Comm) ReduceScatter(send, recv []byte, recvCount int, dt reduce.DataType, op reduce.Op) error {
-	return c.collective(algos.ReduceScatter, send, recv, recvCount, dt, op, 0, c.nranks*recvCount, recvCount)
+	return c.call(false, algos.ReduceScatter, send, recv, recvCount, dt, op, 0)
 }
 
 // AllGather gathers every rank's sendCount elements into every rank's recv
 // buffer, rank r's at block r. In place means send is recv's block r.
 func (c *Comm) AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error {
-	return c.collective(algos.AllGather, send, recv, sendCount, dt, noOp, 0, sendCount, c.nranks*sendCount)
+	return c.call(false, algos.AllGather, send, recv, sendCount, dt, noOp, 0)
 }
 
 // Broadcast copies count elements of root's send buffer into every rank's
 // recv buffer. Only root's send buffer is read.
 func (c *Comm) Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error {
-	sendCount := 0
-	if c.rank == root {
-		sendCount = count
-	}
-	return c.collective(algos.Broadcast, send, recv, count, dt, noOp, root, sendCount, count)
+	return c.call(false, algos.Broadcast, send, recv, count, dt, noOp, root)
 }
 
 // Reduce reduces count elements of every rank's send buffer with op into
 // root's recv buffer. Only root's recv buffer is written.
 func (c *Comm) Reduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root int) error {
-	recvCount := 0
-	if c.rank == root {
-		recvCount = count
-	}
-	return c.collective(algos.Reduce, send, recv, count, dt, op, root, count, recvCount)
+	return c.call(false, algos.Reduce, send, recv, count, dt, op, root)
 }
 
 // Control is a communicator's view for a program's own coordination
@@ -88,36 +80,51 @@ func (c *Comm) Control() Control { return Control{c} }
 
 // AllReduce is Comm.AllReduce on the control path.
 func (x Control) AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error {
-	return x.c.call(true, algos.AllReduce, send, recv, count, dt, op, 0, count, count)
+	return x.c.call(true, algos.AllReduce, send, recv, count, dt, op, 0)
 }
 
 // AllGather is Comm.AllGather on the control path.
 func (x Control) AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error {
-	return x.c.call(true, algos.AllGather, send, recv, sendCount, dt, noOp, 0, sendCount, x.c.nranks*sendCount)
+	return x.c.call(true, algos.AllGather, send, recv, sendCount, dt, noOp, 0)
 }
 
 // Broadcast is Comm.Broadcast on the control path.
 func (x Control) Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error {
-	sendCount := 0
-	if x.c.rank == root {
-		sendCount = count
-	}
-	return x.c.call(true, algos.Broadcast, send, recv, count, dt, noOp, root, sendCount, count)
+	return x.c.call(true, algos.Broadcast, send, recv, count, dt, noOp, root)
 }
 
 // noOp marks collectives that do not reduce.
 const noOp = reduce.Op(255)
 
-// collective validates a call, then runs it now or queues it in the group.
-func (c *Comm) collective(kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) error {
-	return c.call(false, kind, send, recv, count, dt, op, root, sendCount, recvCount)
+// counts returns how many elements a call of kind with NCCL's count
+// argument reads from this rank's send buffer and writes to its recv
+// buffer.
+func (c *Comm) counts(kind algos.Coll, count, root int) (sendCount, recvCount int) {
+	switch kind {
+	case algos.ReduceScatter:
+		return c.nranks * count, count
+	case algos.AllGather:
+		return count, c.nranks * count
+	case algos.Broadcast:
+		if c.rank != root {
+			return 0, count // only root's send buffer is read
+		}
+	case algos.Reduce:
+		if c.rank != root {
+			return count, 0 // only root's recv buffer is written
+		}
+	}
+	return count, count
 }
 
-func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root, sendCount, recvCount int) error {
+// call validates a collective (control: on the Control path), then runs it
+// now or queues it in the group.
+func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root int) error {
 	k := &c.cur // a call outside a group allocates nothing
 	if c.group.depth > 0 {
 		k = new(coll)
 	}
+	sendCount, recvCount := c.counts(kind, count, root)
 	if err := c.validate(k, control, kind, send, recv, count, dt, op, root, sendCount, recvCount); err != nil {
 		return fmt.Errorf("rank %d: %s: %w", c.rank, kind, err)
 	}

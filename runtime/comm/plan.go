@@ -7,6 +7,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
@@ -20,7 +21,7 @@ import (
 // 120 bytes, polled) lose to Simple from a few hundred bytes on, by 2-20x
 // at medium sizes; only the smallest all-reduces gain from LL128.
 // Measured with ccrun -np 2 and 4 cc-perf, every protocol forced, medians
-// of 3 interleaved runs (README, "Protocols").
+// of 3 interleaved runs (README, "The runtime": the protocols paragraph).
 const (
 	llMaxBytes       = 8 << 10
 	ll128MaxBytes    = 1 << 20
@@ -55,7 +56,7 @@ func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
 			}
 		}
 	}
-	e := &noAlgoError{kind: kind, implemented: joinNames(implemented)}
+	e := &noAlgoError{kind: kind, implemented: strings.Join(implemented, ", ")}
 	if p.Algo.Set {
 		e.why = fmt.Sprintf("NCCL_ALGO was set to %q", p.Algo.Raw)
 	}
@@ -179,25 +180,13 @@ func (c *Comm) protoWhy(k *coll) string {
 	return why
 }
 
+// runsList names the protocols row runs, e.g. "LL, Simple".
 func runsList(row *algos.Algorithm) string {
 	var names []string
-	for p := range protocols.Proto(protocols.NumProtos) {
-		if row.Runs(p) {
-			names = append(names, p.String())
-		}
+	for _, p := range row.Protos() {
+		names = append(names, p.String())
 	}
-	return joinNames(names)
-}
-
-func joinNames(names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
+	return strings.Join(names, ", ")
 }
 
 // channelsFor is the number of channels a collective of nbytes uses: the

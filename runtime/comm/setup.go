@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -57,21 +58,12 @@ func (c *Comm) pickAlgos() []algos.Link {
 			continue
 		}
 		for _, l := range row.Peers(&algos.Args{Rank: c.rank, Topo: c.topo}) {
-			if !containsLink(links, l) {
+			if !slices.Contains(links, l) {
 				links = append(links, l)
 			}
 		}
 	}
 	return links
-}
-
-func containsLink(ls []algos.Link, l algos.Link) bool {
-	for _, x := range ls {
-		if x == l {
-			return true
-		}
-	}
-	return false
 }
 
 // logGraph prints the ring of every channel (INIT, as before) and, with
