@@ -69,6 +69,34 @@ type RefSender interface {
 	Flush() error
 }
 
+// SlotSender is a SendConn used slot by slot, as PAT's schedules need
+// (Simple protocol only): several FIFO slots open at once, written in any
+// order, posted in FIFO order one slot at a time. It shares the
+// connection's step counters with Acquire/Post, so the two may follow each
+// other, but never overlap (no slot API call while a slice is acquired).
+type SlotSender interface {
+	// SendSlot waits until the slot ahead steps after the oldest unposted
+	// one is free (the receiver released the step NSteps before it) and
+	// returns its whole memory (one step's payload). 0 <= ahead < NSteps.
+	// Calling it again for the same slot returns the same memory, with
+	// what was written into it.
+	SendSlot(ahead int) ([]byte, error)
+	// PostSlot publishes the oldest unposted slot holding its first nbytes
+	// and advances by one step.
+	PostSlot(nbytes int) error
+}
+
+// SlotReceiver is a RecvConn used slot by slot (PAT, Simple only).
+type SlotReceiver interface {
+	// RecvSlot waits until the slot ahead steps after the oldest
+	// unreleased one has been posted and returns its bytes, valid until
+	// that slot is released. 0 <= ahead < NSteps. A slot posted with a
+	// size other than nbytes is an error naming both sizes.
+	RecvSlot(ahead, nbytes int) ([]byte, error)
+	// ReleaseSlot frees the oldest unreleased slot.
+	ReleaseSlot() error
+}
+
 // Conns gives the engine the connections of one channel: to and from a
 // peer, on connection index conn (NCCL's connIndex, 0 or 1).
 type Conns interface {
