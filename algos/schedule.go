@@ -3,13 +3,17 @@ package algos
 import (
 	"fmt"
 	"slices"
+
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // Schedule is one rank's work on one channel: lanes that run concurrently.
 // A single-lane schedule without waits runs its Ops in order, as every ring
-// does.
+// does. A slot-level schedule (PAT's) has Slots instead of Lanes: one
+// sequence of SlotOps run in order.
 type Schedule struct {
 	Lanes []Lane
+	Slots []SlotOp
 }
 
 // Lane is one stream of Ops (NCCL: one thread group of a channel). Lanes of
@@ -32,7 +36,7 @@ func Single(ops []Op) Schedule { return Schedule{Lanes: []Lane{{Ops: ops}}} }
 
 // NumOps is the number of Ops over every lane.
 func (s Schedule) NumOps() int {
-	n := 0
+	n := len(s.Slots)
 	for _, l := range s.Lanes {
 		n += len(l.Ops)
 	}
@@ -78,6 +82,14 @@ func (s Schedule) Links() []Link {
 			}
 		}
 	}
+	for _, o := range s.Slots {
+		if o.Recv != NoPeer {
+			add(Link{Peer: o.Recv})
+		}
+		if o.Send != NoPeer {
+			add(Link{Peer: o.Send, Send: true})
+		}
+	}
 	return out
 }
 
@@ -85,6 +97,14 @@ func (s Schedule) Links() []Link {
 // schedule: waits name another lane, are sorted and point inside it; no
 // two lanes share a directed link; no Op names more peers than MaxFan.
 func (s Schedule) CheckLanes() error {
+	if len(s.Slots) > 0 && len(s.Lanes) > 0 {
+		return fmt.Errorf("a schedule has lanes (%d) or slots (%d), not both", len(s.Lanes), len(s.Slots))
+	}
+	for i, o := range s.Slots {
+		if o.RecvAhead < 0 || o.RecvAhead >= protocols.NSteps || o.SendAhead < 0 || o.SendAhead >= protocols.NSteps {
+			return fmt.Errorf("slot op %d (%v): ahead beyond the %d-slot FIFO", i, o, protocols.NSteps)
+		}
+	}
 	owner := map[Link]int{}
 	for li, lane := range s.Lanes {
 		for wi, w := range lane.Waits {

@@ -123,6 +123,8 @@ var Algorithms = []Algorithm{
 	ringRow(Broadcast, func(a *Args) []Op { return RingBroadcast(a.Rank, a.NRanks(), a.Root, a.Part) }),
 	ringRow(Reduce, func(a *Args) []Op { return RingReduce(a.Rank, a.NRanks(), a.Root, a.Part) }),
 	ctringRow(),
+	patRow(ReduceScatter),
+	patRow(AllGather),
 }
 
 // Preference is the order in which algorithms are chosen until a tuner

@@ -164,7 +164,7 @@ func (s *state) sortedLinks() []Link {
 }
 
 func (s *state) stats() Stats {
-	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}, Rewrites: s.rewrites}
+	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}, Rewrites: s.writes.rewrites}
 	for l, q := range s.fifos {
 		if q.traffic.Messages > 0 {
 			st.Links[l] = q.traffic

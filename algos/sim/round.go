@@ -11,17 +11,16 @@ import (
 
 // state is one Run: the ranks' buffers, the FIFOs and every lane's progress.
 type state struct {
-	ranks    []Rank
-	red      Reduction
-	slots    int
-	fifos    map[Link]*fifo
-	actors   []*actor
-	free     [][]int64 // value slices no message holds any more
-	rounds   int
-	ops      int64
-	sent     []*fifo   // FIFOs pushed to in this round
-	writes   [][]uint8 // writes[r][e]: how often rank r's Out[e] was written (saturating)
-	rewrites int64
+	ranks  []Rank
+	red    Reduction
+	slots  int
+	fifos  map[Link]*fifo
+	actors []*actor
+	free   [][]int64 // value slices no message holds any more
+	rounds int
+	ops    int64
+	sent   []*fifo // FIFOs pushed to in this round
+	writes writeCounter
 
 	// smallest[b] is the rank with the fewest elements in buffer b, which
 	// bounds every Op's range in b.
@@ -235,7 +234,7 @@ func (s *state) apply(m *move) {
 	if op.Dst != algos.None {
 		copy(s.buf(a.rank, op.Dst)[op.DstOff:], val)
 		if op.Dst == algos.Output {
-			s.countWrites(a.rank, op.DstOff, op.Count)
+			s.writes.count(a.rank, op.DstOff, op.Count)
 		}
 	}
 	sends := op.NumSends()
@@ -258,16 +257,27 @@ func (s *state) apply(m *move) {
 	s.ops++
 }
 
-// countWrites records a write of Out[off, off+n) of rank.
-func (s *state) countWrites(rank int, off, n int64) {
-	w := s.writes[rank]
+// writeCounter counts the writes of every rank's Out, to find rewrites.
+type writeCounter struct {
+	ranks    []Rank
+	writes   [][]uint8 // writes[r][e]: how often rank r's Out[e] was written (saturating)
+	rewrites int64
+}
+
+func newWriteCounter(ranks []Rank) writeCounter {
+	return writeCounter{ranks: ranks, writes: make([][]uint8, len(ranks))}
+}
+
+// count records a write of Out[off, off+n) of rank.
+func (c *writeCounter) count(rank int, off, n int64) {
+	w := c.writes[rank]
 	if w == nil {
-		w = make([]uint8, len(s.ranks[rank].Out))
-		s.writes[rank] = w
+		w = make([]uint8, len(c.ranks[rank].Out))
+		c.writes[rank] = w
 	}
 	for i := off; i < off+n; i++ {
 		if w[i] > 0 {
-			s.rewrites++
+			c.rewrites++
 		}
 		if w[i] < 255 {
 			w[i]++

@@ -111,8 +111,9 @@ type Blocked struct {
 	Index         int // position of Op in the lane
 	Len           int // length of the lane
 	Op            algos.Op
-	Waiting       string // what the Op waits for
-	Lanes         int    // lanes of the rank's schedule on the channel
+	Slot          *algos.SlotOp // the SlotOp, for a slot schedule (RunSlots); Op is then zero
+	Waiting       string        // what the Op waits for
+	Lanes         int           // lanes of the rank's schedule on the channel
 }
 
 // DeadlockError reports a round in which no Op could progress: every rank
@@ -126,8 +127,12 @@ func (e *DeadlockError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "deadlock in round %d: %d ops blocked", e.Round, len(e.Blocked))
 	for _, k := range e.Blocked {
-		fmt.Fprintf(&b, "\n\tchannel %d rank %d%s op %d/%d (%v): waiting for %s",
-			k.Channel, k.Rank, laneName(k.Lane, k.Lanes), k.Index, k.Len, k.Op, k.Waiting)
+		op := fmt.Sprint(k.Op)
+		if k.Slot != nil {
+			op = fmt.Sprint(*k.Slot)
+		}
+		fmt.Fprintf(&b, "\n\tchannel %d rank %d%s op %d/%d (%s): waiting for %s",
+			k.Channel, k.Rank, laneName(k.Lane, k.Lanes), k.Index, k.Len, op, k.Waiting)
 	}
 	return b.String()
 }
@@ -163,7 +168,7 @@ func RunSchedules(ranks []Rank, channels [][]algos.Schedule, red Reduction, slot
 	if slots < 1 {
 		return Stats{}, fmt.Errorf("fifo slots %d: must be at least 1", slots)
 	}
-	s := &state{ranks: ranks, red: red, slots: slots, fifos: map[Link]*fifo{}, writes: make([][]uint8, len(ranks))}
+	s := &state{ranks: ranks, red: red, slots: slots, fifos: map[Link]*fifo{}, writes: newWriteCounter(ranks)}
 	for _, b := range []algos.Buf{algos.Input, algos.Output} {
 		s.smallest[b].size = math.MaxInt64
 		for r := range ranks {

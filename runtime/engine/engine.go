@@ -76,8 +76,10 @@ type RefSender interface {
 // other, but never overlap (no slot API call while a slice is acquired).
 type SlotSender interface {
 	// SendSlot waits until the slot ahead steps after the oldest unposted
-	// one is free (the receiver released the step NSteps before it) and
-	// returns its whole memory (one step's payload). 0 <= ahead < NSteps.
+	// one is free (shm: the receiver released the step NSteps before it;
+	// TCP: that step's frame has left for the socket, the receiver's own
+	// ring holding back the rest) and returns its whole memory (one step's
+	// payload). 0 <= ahead < NSteps.
 	// Calling it again for the same slot returns the same memory, with
 	// what was written into it.
 	SendSlot(ahead int) ([]byte, error)
