@@ -90,6 +90,13 @@ func (c *EagerSendConn) Post(n int) error {
 	return nil
 }
 
+// SendSlot implements engine.SlotSender for the type's sake: the slot API
+// needs the Simple protocol, and it returns an error saying so.
+func (c *EagerSendConn) SendSlot(ahead int) ([]byte, error) { return nil, slotProtoErr(c.proto) }
+
+// PostSlot implements engine.SlotSender: an error, as SendSlot.
+func (c *EagerSendConn) PostSlot(nbytes int) error { return slotProtoErr(c.proto) }
+
 // Fail makes every pending and later call return err; a write blocked on a
 // full socket returns at once.
 func (c *EagerSendConn) Fail(err error) {

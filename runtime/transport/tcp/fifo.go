@@ -101,6 +101,13 @@ func (r *ring) slot(step uint64, nsteps int) []byte {
 	return r.buf[i*r.step : (i+nsteps)*r.step]
 }
 
+// slot1 is the memory of step's slot, capped at its end so that an append
+// cannot spill into the next slot.
+func (r *ring) slot1(step uint64, n int) []byte {
+	i := int(step%protocols.NSteps) * r.step
+	return r.buf[i : i+n : i+n]
+}
+
 // fits reports whether slots [step, step+nsteps) are free. Called with mu.
 func (r *ring) fits(step uint64, nsteps int) bool {
 	return step+uint64(nsteps) <= r.head+protocols.NSteps
@@ -124,9 +131,11 @@ type SendConn struct {
 	once   sync.Once
 
 	// engine side, one goroutine at a time
-	next uint64 // step of the next slice
-	seq  uint64 // seq of the next frame
-	cur  int    // nsteps of the acquired slice
+	next     uint64 // step of the next slice
+	seq      uint64 // seq of the next frame
+	cur      int    // nsteps of the acquired slice
+	acquired bool   // Acquire returned a slice that is not posted yet
+	slots    int    // steps [next, next+slots) were returned by SendSlot and are free
 }
 
 func newSendConn(socks []net.Conn, stepBytes int, peer string) *SendConn {
@@ -142,6 +151,9 @@ func newSendConn(socks []net.Conn, stepBytes int, peer string) *SendConn {
 
 // Acquire implements engine.SendConn.
 func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
+	if c.slots > 0 {
+		return nil, c.slotsOpen("Acquire")
+	}
 	r := c.r
 	c.next = alignStep(c.next, nsteps)
 	r.mu.Lock()
@@ -153,27 +165,43 @@ func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
 		return nil, r.err
 	}
 	c.cur = nsteps
+	c.acquired = true
 	return r.slot(c.next, nsteps), nil
 }
 
 // Post implements engine.SendConn.
 func (c *SendConn) Post(n int) error {
-	return c.post(entry{size: n})
+	if c.slots > 0 {
+		return c.slotsOpen("Post")
+	}
+	return c.post(entry{size: n, nsteps: c.cur})
+}
+
+// slotsOpen is the error of a slice call while slots from SendSlot are
+// not posted.
+func (c *SendConn) slotsOpen(call string) error {
+	return fmt.Errorf("send to %s: %s with %d slots from SendSlot not posted", c.peer, call, c.slots)
 }
 
 // PostRef implements engine.RefSender: the slice is written from b, which
 // must not change until Flush returns.
 func (c *SendConn) PostRef(b []byte) error {
+	if c.slots > 0 {
+		return c.slotsOpen("PostRef")
+	}
 	if len(b) > c.cur*c.r.step {
 		return fmt.Errorf("slice of %d bytes exceeds its %d slots", len(b), c.cur)
 	}
-	return c.post(entry{size: len(b), ref: b})
+	return c.post(entry{size: len(b), nsteps: c.cur, ref: b})
 }
 
+// post queues e, a frame of e.nsteps slots from step c.next, for its
+// socket's writer. Its slots must be free (Acquire or waitFree).
 func (c *SendConn) post(e entry) error {
-	e.seq, e.step, e.nsteps, e.valid = c.seq, c.next, c.cur, true
-	c.next += uint64(c.cur)
+	e.seq, e.step, e.valid = c.seq, c.next, true
+	c.next += uint64(e.nsteps)
 	c.seq++
+	c.acquired = false
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -185,6 +213,64 @@ func (c *SendConn) post(e entry) error {
 	// queue never fills and this send does not block.
 	c.queues[e.seq%uint64(len(c.queues))] <- e
 	return nil
+}
+
+// SendSlot implements engine.SlotSender: it waits until the slot ahead
+// steps after the oldest unposted one is free, by Acquire's rule (the frame
+// that last used it has been written to its socket; the receiver's FIFO
+// back-pressures through TCP), and returns its memory, one step's payload
+// with its capacity capped there. The slot stays the caller's until it is
+// posted: calling SendSlot again for it returns the same memory, with what
+// was written into it.
+func (c *SendConn) SendSlot(ahead int) ([]byte, error) {
+	if ahead < 0 || ahead >= protocols.NSteps {
+		return nil, fmt.Errorf("SendSlot(%d): ahead must be in [0, %d)", ahead, protocols.NSteps)
+	}
+	if c.acquired {
+		return nil, fmt.Errorf("send to %s: SendSlot while an acquired slice is not posted", c.peer)
+	}
+	step := c.next + uint64(ahead)
+	if ahead >= c.slots {
+		// Slots are freed in step order: step free means every slot
+		// before it is free too.
+		if err := c.waitFree(step); err != nil {
+			return nil, err
+		}
+		c.slots = ahead + 1
+	}
+	return c.r.slot1(step, c.r.step), nil
+}
+
+// PostSlot implements engine.SlotSender: it sends the oldest unposted slot
+// as a frame of one step holding its first nbytes, as Post does for a
+// slice of one step, and advances by one step. A slot SendSlot never
+// returned is sent as it is, once it is free.
+func (c *SendConn) PostSlot(nbytes int) error {
+	if nbytes < 0 || nbytes > c.r.step {
+		return fmt.Errorf("PostSlot(%d): a slot holds 0 to %d bytes", nbytes, c.r.step)
+	}
+	if c.acquired {
+		return fmt.Errorf("send to %s: PostSlot while an acquired slice is not posted", c.peer)
+	}
+	if c.slots == 0 {
+		if err := c.waitFree(c.next); err != nil {
+			return err
+		}
+	} else {
+		c.slots--
+	}
+	return c.post(entry{size: nbytes, nsteps: 1})
+}
+
+// waitFree waits until step's slot is free, or the connection fails.
+func (c *SendConn) waitFree(step uint64) error {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.err == nil && !r.fits(step, 1) {
+		r.cond.Wait()
+	}
+	return r.err
 }
 
 // writer writes socket i's frames in order; it exits when its queue is
@@ -277,6 +363,10 @@ type RecvConn struct {
 	closing bool // guarded by r.mu
 	wg      sync.WaitGroup
 	once    sync.Once
+
+	// engine side, one goroutine at a time
+	waited bool // Wait returned a slice that is not released yet
+	slots  int  // frames [hseq, hseq+slots) were returned by RecvSlot
 
 	// With one socket and LL or LL128, Wait reads a frame itself when none has arrived
 	// (see waitInline), polling the socket for spin before it blocks, and
@@ -556,6 +646,9 @@ func (c *RecvConn) readFailed(err error) {
 
 // Wait implements engine.RecvConn.
 func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
+	if c.slots > 0 {
+		return nil, c.slotsOpen("Wait")
+	}
 	if c.inline {
 		if err := c.waitInline(); err != nil {
 			return nil, err
@@ -572,11 +665,13 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 			}
 			wire := r.slot(e.step, e.nsteps)[:e.size]
 			if c.proto == protocols.Simple {
+				c.waited = true
 				return wire, nil
 			}
 			if err := protocols.DecodeWire(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
 				return nil, fmt.Errorf("%s: %w", c.peer, err)
 			}
+			c.waited = true
 			return c.stage[:nbytes], nil
 		}
 		if r.err != nil {
@@ -627,15 +722,117 @@ func (c *RecvConn) waitInline() error {
 
 // Release implements engine.RecvConn.
 func (c *RecvConn) Release() error {
+	if c.slots > 0 {
+		return c.slotsOpen("Release")
+	}
+	c.waited = false
+	c.release()
+	return nil
+}
+
+// release frees the oldest unreleased frame's slots.
+func (c *RecvConn) release() {
+	c.r.mu.Lock()
+	c.releaseLocked()
+	c.r.mu.Unlock()
+}
+
+// releaseLocked is release with r.mu held.
+func (c *RecvConn) releaseLocked() {
 	r := c.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	e := &r.ent[r.hseq%protocols.NSteps]
 	r.head = e.step + uint64(e.nsteps)
 	e.valid = false
 	r.hseq++
 	r.cond.Broadcast()
+}
+
+// slotsOpen is the error of a slice call while slots from RecvSlot are
+// not released.
+func (c *RecvConn) slotsOpen(call string) error {
+	return fmt.Errorf("receive from %s: %s with %d slots from RecvSlot not released", c.peer, call, c.slots)
+}
+
+// RecvSlot implements engine.SlotReceiver: it waits until the frame ahead
+// after the oldest unreleased one has arrived, checks that it is a slot
+// (a frame of one step) of nbytes, and returns its bytes, capped there;
+// they stay valid until that slot is released. Simple connections only.
+func (c *RecvConn) RecvSlot(ahead, nbytes int) ([]byte, error) {
+	r := c.r
+	switch {
+	case c.proto != protocols.Simple:
+		return nil, slotProtoErr(c.proto)
+	case ahead < 0 || ahead >= protocols.NSteps:
+		return nil, fmt.Errorf("RecvSlot(%d, %d): ahead must be in [0, %d)", ahead, nbytes, protocols.NSteps)
+	case nbytes < 0 || nbytes > r.step:
+		return nil, fmt.Errorf("RecvSlot(%d, %d): a slot holds 0 to %d bytes", ahead, nbytes, r.step)
+	case c.waited:
+		return nil, fmt.Errorf("receive from %s: RecvSlot while a waited slice is not released", c.peer)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, err := c.waitSlot(ahead, nbytes)
+	if err != nil {
+		return nil, err
+	}
+	c.slots = max(c.slots, ahead+1)
+	return r.slot1(e.step, nbytes), nil
+}
+
+// waitSlot waits, with r.mu held, until the frame ahead after the oldest
+// unreleased one has arrived and returns its entry, if it is a slot of
+// nbytes (of any size for nbytes < 0).
+func (c *RecvConn) waitSlot(ahead, nbytes int) (*entry, error) {
+	r := c.r
+	seq := r.hseq + uint64(ahead)
+	for {
+		// A frame of more than one step before it (a peer running another
+		// schedule) could keep it from ever arriving: report that too.
+		for q := r.hseq; q <= seq; q++ {
+			e := &r.ent[q%protocols.NSteps]
+			if !e.valid || !e.done || e.seq != q {
+				continue
+			}
+			switch {
+			case e.nsteps != 1 && (q < seq || nbytes < 0):
+				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want slots of 1 step (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps)
+			case q == seq && (e.nsteps != 1 || nbytes >= 0 && e.size != nbytes):
+				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in 1 (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, nbytes)
+			case q == seq:
+				return e, nil
+			}
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		r.cond.Wait()
+	}
+}
+
+// ReleaseSlot implements engine.SlotReceiver: it frees the oldest
+// unreleased slot, as Release frees a slice of one step, and advances by
+// one step. A slot RecvSlot never returned is waited for, then freed.
+func (c *RecvConn) ReleaseSlot() error {
+	switch {
+	case c.proto != protocols.Simple:
+		return slotProtoErr(c.proto)
+	case c.waited:
+		return fmt.Errorf("receive from %s: ReleaseSlot while a waited slice is not released", c.peer)
+	}
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := c.waitSlot(0, -1); err != nil {
+		return err
+	}
+	c.slots = max(c.slots-1, 0)
+	c.releaseLocked()
 	return nil
+}
+
+// slotProtoErr is the slot API's error on LL and LL128 connections.
+func slotProtoErr(p protocols.Proto) error {
+	return fmt.Errorf("slot API needs the Simple protocol, not %s", p)
 }
 
 // Fail makes every pending and later call return err; a read blocked on

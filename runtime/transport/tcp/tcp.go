@@ -13,6 +13,19 @@
 // goroutine per socket that reads frames into free slots of its own FIFO.
 // Flow control is NCCL's head/tail: a reader only reads a frame when its
 // slots are free, so a slow consumer back-pressures the sender through TCP.
+//
+// Simple connections also offer the slot API of PAT's schedules
+// (engine.SlotSender, engine.SlotReceiver): the sender writes any of the
+// next NSteps slots in any order (SendSlot) and posts them in FIFO order
+// one step at a time (PostSlot), each as a frame of one step; a slot is
+// free again, as for Acquire, once the frame that last used it has been
+// written to its socket (the receiver's FIFO back-pressures through TCP).
+// The receiver reads any of the next NSteps slots once it has arrived, as
+// often as it likes (RecvSlot), and frees them in order (ReleaseSlot).
+// Both share the connection's step counters with Acquire/Post and
+// Wait/Release, so one collective may use slots and the next slices, but
+// the two never overlap. LL and LL128 connections return an error from the
+// slot API.
 package tcp
 
 import (
@@ -186,20 +199,31 @@ func setSockOpts(c net.Conn) {
 	}
 }
 
-// Sender is the sending end of a connection, whatever its protocol.
+// Sender is the sending end of a connection, whatever its protocol (the
+// slot API works on Simple connections only).
 type Sender interface {
 	engine.SendConn
+	engine.SlotSender
 	Fail(error)
 	Close() error
 }
 
-// Receiver is the receiving end of a connection.
+// Receiver is the receiving end of a connection (the slot API works on
+// Simple connections only).
 type Receiver interface {
 	engine.RecvConn
+	engine.SlotReceiver
 	Fail(error)
 	SetClosing()
 	Close() error
 }
+
+var (
+	_ engine.SlotSender   = (*SendConn)(nil)
+	_ engine.SlotReceiver = (*RecvConn)(nil)
+	_ engine.SlotSender   = (*EagerSendConn)(nil)
+	_ engine.RefSender    = (*SendConn)(nil)
+)
 
 // streamID keeps the connections of each (channel, protocol) apart in the
 // handshake's channel field: channel<<2 | the protocol's stream code.
