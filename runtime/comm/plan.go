@@ -34,13 +34,15 @@ const (
 const minChannelBytes = 512 << 10
 
 // pickAlgo returns the row that runs kind: the first algorithm of algos.Preference
-// that NCCL_ALGO allows, the table implements for kind, and that runs with
-// a protocol NCCL_PROTO allows. It is NCCL's "No algorithm/protocol
-// available" error otherwise: a call fails, not the communicator.
-func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
+// that NCCL_ALGO allows, the table implements for kind, is enabled on this
+// topology (PAT: NCCL_PAT_ENABLE) and runs with a protocol NCCL_PROTO
+// allows. It is NCCL's "No algorithm/protocol available" error otherwise:
+// a call fails, not the communicator.
+func pickAlgo(p *param.Params, kind algos.Coll, topo *algos.Topo) (*algos.Algorithm, error) {
 	allowed := p.Algo.For(kind)
 	protos := p.Proto.For(kind)
 	var implemented []string
+	var disabled string
 	for _, a := range algos.Preference {
 		row := algos.Lookup(a, kind)
 		if row == nil {
@@ -50,6 +52,11 @@ func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
 		if !allowed.Has(a) {
 			continue
 		}
+		if a == algos.PAT {
+			if disabled = patDisabled(p, topo); disabled != "" {
+				continue
+			}
+		}
 		for pr := range protocols.Proto(protocols.NumProtos) {
 			if row.Runs(pr) && protos.Has(pr) {
 				return row, nil
@@ -57,16 +64,32 @@ func pickAlgo(p *param.Params, kind algos.Coll) (*algos.Algorithm, error) {
 		}
 	}
 	e := &noAlgoError{kind: kind, implemented: strings.Join(implemented, ", ")}
+	var why []string
 	if p.Algo.Set {
-		e.why = fmt.Sprintf("NCCL_ALGO was set to %q", p.Algo.Raw)
+		why = append(why, fmt.Sprintf("NCCL_ALGO was set to %q", p.Algo.Raw))
 	}
 	if p.Proto.Set {
-		if e.why != "" {
-			e.why += ", "
-		}
-		e.why += fmt.Sprintf("NCCL_PROTO was set to %q", p.Proto.Raw)
+		why = append(why, fmt.Sprintf("NCCL_PROTO was set to %q", p.Proto.Raw))
 	}
+	if disabled != "" {
+		why = append(why, disabled)
+	}
+	e.why = strings.Join(why, ", ")
 	return nil, e
+}
+
+// patDisabled says why PAT may not run on topo, or "" if it may. NCCL's
+// ncclPatEnable: NCCL_PAT_ENABLE=0 disables it; 2 (auto, the default)
+// enables it only when every rank is alone on its host (NCCL also wants
+// a host network, which every cc network is).
+func patDisabled(p *param.Params, topo *algos.Topo) string {
+	switch {
+	case p.PatEnable == 0:
+		return "PAT is disabled (NCCL_PAT_ENABLE=0)"
+	case p.PatEnable == 2 && topo.MaxPerHost() > 1:
+		return fmt.Sprintf("PAT runs only with one rank per host when NCCL_PAT_ENABLE=2 (auto), and a host has %d ranks: set NCCL_PAT_ENABLE=1 to force it", topo.MaxPerHost())
+	}
+	return ""
 }
 
 // noAlgoError is NCCL's "No algorithm/protocol available for function %s

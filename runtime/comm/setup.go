@@ -48,7 +48,7 @@ func (c *Comm) agree(ctx context.Context, channels int) error {
 func (c *Comm) pickAlgos() []algos.Link {
 	var links []algos.Link
 	for kind := range algos.Coll(algos.NumColls) {
-		row, err := pickAlgo(c.p, kind)
+		row, err := pickAlgo(c.p, kind, c.topo)
 		c.algoFor[kind], c.algoErr[kind] = row, err
 		if err != nil {
 			c.infof(param.SubsysInit, "%s: %v", kind, err)

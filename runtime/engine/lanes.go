@@ -80,6 +80,15 @@ func (r *Runner) Run(t *Task, conns Conns) error {
 	if err := checkGeometry(t); err != nil {
 		return err
 	}
+	if len(t.Sched.Slots) > 0 {
+		r.abort.Store(false)
+		r.first = nil
+		err := runSlots(t, conns)
+		if err != nil {
+			r.fail(err) // as a lane's error: the communicator fails
+		}
+		return err
+	}
 	nl := len(t.Sched.Lanes)
 	if nl == 0 {
 		return nil

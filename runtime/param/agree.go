@@ -22,6 +22,7 @@ func (p *Params) Agreed() []Setting {
 		{"NCCL_LL128_BUFFSIZE", itoa(p.LL128BuffSize)},
 		{channelKnobs, fmt.Sprintf("min %d max %d", p.MinChannels, p.MaxChannels)},
 		{"NCCL_SHM_DISABLE", strconv.FormatBool(p.SHMDisable)},
+		{"NCCL_PAT_ENABLE", itoa(p.PatEnable)},
 		{"NCCL_SOCKET_NTHREADS", itoa(p.SocketNThreads)},
 		{"NCCL_NSOCKS_PERTHREAD", itoa(p.NSocksPerThread)},
 		{ctringKnobNames, fmt.Sprintf("%+v", p.CTRing)},

@@ -61,6 +61,10 @@ type Params struct {
 	// means stderr.
 	DebugFile string
 
+	// PatEnable is NCCL_PAT_ENABLE: 0 (PAT off), 1 (on) or 2 (auto: on when
+	// every rank is alone on its host).
+	PatEnable int
+
 	// SHMDisable is NCCL_SHM_DISABLE.
 	SHMDisable bool
 	// SHMSpin is CC_SHM_SPIN_US: how long a shared-memory wait spins before

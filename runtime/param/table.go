@@ -130,6 +130,8 @@ var knobs = append([]knob{
 	},
 	boolKnob("NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport: ranks of one host use TCP",
 		func(p *Params, b bool) { p.SHMDisable = b }),
+	intKnob("NCCL_PAT_ENABLE", "2", 0, 2, "PAT reduce-scatter and all-gather: 0 disables PAT, 1 enables it, 2 (auto) enables it when every rank is alone on its host, as NCCL does",
+		func(p *Params, n int) { p.PatEnable = n }),
 	intKnob("CC_TCP_SPIN_US", "50", 0, 100000, "microseconds a TCP receive polls its socket before it blocks in the runtime's poller (connections of one socket; 0 when a host has more ranks than cores)",
 		func(p *Params, n int) { p.TCPSpin = time.Duration(n) * time.Microsecond }),
 	intKnob("CC_SHM_SPIN_US", "1000", 0, 100000, "microseconds a shared-memory wait polls before sleeping on a futex; with more ranks on the host than cores it yields the core between polls instead, for 2 ms",
