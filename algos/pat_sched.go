@@ -201,12 +201,21 @@ func patChunk(rs bool) func(c *ChunkArgs) int64 {
 	}
 }
 
+// patExplain names the aggregation a call's channel 0 runs with.
+func patExplain(a *Args) string {
+	if a.NRanks() < 2 || a.Part.Count == 0 {
+		return "PAT: nothing to do"
+	}
+	g := PatGeometry(a.NRanks(), a.Part.Chunk, a.Part.Count)
+	return fmt.Sprintf("PAT aggregation %d, %d pieces per slot", g.Agg, g.Pack)
+}
+
 // patRow is the row of PAT reduce-scatter or all-gather: Simple only, one
 // slot per chunk.
 func patRow(c Coll) Algorithm {
 	rs := c == ReduceScatter
 	r := Algorithm{Algo: PAT, Coll: c, Chunk: patChunk(rs), Peers: patPeers(rs),
-		WritesOutputOnce: !rs,
+		WritesOutputOnce: !rs, Explain: patExplain,
 		Gen: func(a *Args) Schedule {
 			return Schedule{Slots: patSchedule(a.Rank, a.NRanks(), a.Count, a.Part, rs)}
 		}}

@@ -197,7 +197,7 @@ func (tb *testbed) args(extra ...string) []string {
 	return append([]string{"--hostfile", tb.hostfile, "--ssh-config", tb.sshConfig}, extra...)
 }
 
-var wrongRe = regexp.MustCompile(`(?m)^(?:\[1,0\]<stdout>:)?\s*(\d+)\s+(\d+)\s+float\s+sum\s+-1\s+\S+\s+\S+\s+\S+\s+(\d+)\s+\S+\s+\S+\s+\S+\s+(\d+)\s*$`)
+var wrongRe = regexp.MustCompile(`(?m)^(?:\[1,0\]<stdout>:)?\s*(\d+)\s+(\d+)\s+float\s+(?:sum|none)\s+-1\s+\S+\s+\S+\s+\S+\s+(\d+)\s+\S+\s+\S+\s+\S+\s+(\d+)\s*$`)
 
 // checkRows checks every data row of a cc-perf table has #wrong 0 out of and in place.
 func checkRows(t *testing.T, out string, wantRows int) {
@@ -470,4 +470,33 @@ func TestE2ELocalAlgorithms(t *testing.T) {
 			checkNothingLeft(t, perf, 10*time.Second)
 		})
 	}
+}
+
+// TestE2ELocalPAT runs cc-perf reduce_scatter and all_gather with PAT
+// forced, n = 2, 3, 5, 8: over TCP with every rank alone on a fake host
+// (CC_HOST_ID per rank: PAT's automatic case) and over shared memory with
+// NCCL_PAT_ENABLE=1; every row's data check must pass.
+func TestE2ELocalPAT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	_, perf := binaries(t)
+	for _, tr := range []struct{ name, hostID, enable string }{
+		{"tcp", "fake$CC_RANK", "2"},
+		{"shm", "one", "1"},
+	} {
+		for _, n := range []string{"2", "3", "5", "8"} {
+			for _, coll := range []string{"reduce_scatter", "all_gather"} {
+				t.Run(tr.name+"/n"+n+"/"+coll, func(t *testing.T) {
+					j := startCCRun(t, "-np", n, "-x", "NCCL_ALGO=pat", "-x", "NCCL_PAT_ENABLE="+tr.enable, "/bin/sh", "-c",
+						"CC_HOST_ID="+tr.hostID+" exec "+perf+" "+coll+" -b 1K -e 1M -f 4 -w 1 -n 2 -c 1")
+					if code := j.wait(t, 5*time.Minute); code != 0 {
+						t.Fatalf("exit %d; stderr:\n%s", code, j.err)
+					}
+					checkRows(t, j.out.String(), 6) // 1 KiB .. 1 MiB by 4
+				})
+			}
+		}
+	}
+	checkNothingLeft(t, perf, 10*time.Second)
 }
