@@ -11,10 +11,10 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
-// Connection states. A connection is busy while one of its calls runs and
-// while the engine holds a Simple slice (Acquire to Post, Wait to
-// Release); Close unmaps only when it can move every connection from idle
-// to closed.
+// Connection states. A connection is busy while one of its calls runs,
+// while the engine holds a Simple slice (Acquire to Post, Wait to Release)
+// and while it holds slots of the slot API (see slot.go); Close unmaps only
+// when it can move every connection from idle to closed.
 const (
 	stateIdle int32 = iota
 	stateBusy
@@ -43,8 +43,9 @@ type conn struct {
 	state atomic.Int32
 
 	// The engine's side, one goroutine at a time.
-	step    uint64 // the next slice's first step (Simple: rounded up to its nsteps)
+	step    uint64 // the next slice's first step (Simple: rounded up to its nsteps); for the slot API, the oldest step not posted (released)
 	cur     int    // steps of the slice acquired or received, 0 when none
+	slotEnd uint64 // slot API: one past the last step opened; slots are held while slotEnd > step
 	cache   uint64 // last head (sender) or tail (receiver) seen
 	staging []byte // LL, LL128: payload before encoding or after decoding
 	// sent is the size word the sender last stored in each slot: an
@@ -173,6 +174,9 @@ func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
 	if c.cur != 0 {
 		return nil, c.errorf("Acquire of %d steps while %d acquired steps are not posted", nsteps, c.cur)
 	}
+	if c.slotEnd > c.step {
+		return nil, c.errorf("Acquire of %d steps while %d slots from SendSlot are not posted", nsteps, c.slotEnd-c.step)
+	}
 	if c.p != protocols.Simple {
 		if err := c.seg.err(); err != nil {
 			return nil, c.wrap(err)
@@ -295,6 +299,9 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	}
 	if c.cur != 0 {
 		return nil, c.errorf("Wait while the previous slice is not released")
+	}
+	if c.slotEnd > c.step {
+		return nil, c.errorf("Wait while %d slots from RecvSlot are not released", c.slotEnd-c.step)
 	}
 	if nbytes < 0 || nbytes > nsteps*c.stepPayload {
 		return nil, c.errorf("slice of %d bytes in %d steps: at most %d", nbytes, nsteps, nsteps*c.stepPayload)

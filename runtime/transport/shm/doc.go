@@ -35,6 +35,11 @@
 //     slice size, then tail (release). Wait waits for tail (acquire) and
 //     returns the slots; Release stores head. A Simple slice of n steps
 //     starts at a step that is a multiple of n, so it never wraps.
+//     The slot API (engine.SlotSender, engine.SlotReceiver), for PAT, keeps
+//     several one-step slots open at once: SendSlot and RecvSlot reach up
+//     to 7 steps past the oldest open one, in any order and any number of
+//     times, while PostSlot and ReleaseSlot move tail and head one step at
+//     a time, on the same counters as Acquire/Post and Wait/Release.
 //   - LL: Acquire returns a private buffer; Post waits for the slots and
 //     writes every 8-byte word as one atomic store of data|flag. The
 //     receiver polls the flags of the lines it needs (no tail needed):
