@@ -2,6 +2,7 @@ package comm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -127,6 +128,34 @@ func TestPATDisabled(t *testing.T) {
 				}
 			}
 			runCase(t, cs, collCases()[0], 100, false) // AllReduce runs the ring
+		})
+	}
+}
+
+// TestPATAbort: one rank aborts while the others are in a stream of PAT
+// reduce-scatters, over TCP and over shared memory; every other rank's
+// call fails naming it (blocked in a slot wait or not).
+func TestPATAbort(t *testing.T) {
+	for _, layout := range []string{"alone", "onehost"} {
+		t.Run(layout, func(t *testing.T) {
+			const n, victim, count = 5, 2, 1 << 12
+			cs := withHosts(t, hostLayouts(n)[layout], testParams(t, patEnv("NCCL_PAT_ENABLE", "1")))
+			errs := each(cs, func(c *Comm) error {
+				send, recv := make([]byte, 4*n*count), make([]byte, 4*count)
+				for i := 0; ; i++ {
+					if c.Rank() == victim && i == 3 {
+						c.Abort(errors.New("killed by the test"))
+					}
+					if err := c.ReduceScatter(send, recv, count, reduce.Int32, reduce.Sum); err != nil {
+						return err
+					}
+				}
+			})
+			for r, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), "rank 2 aborted: killed by the test") {
+					t.Errorf("rank %d: %v, want the abort of rank 2", r, err)
+				}
+			}
 		})
 	}
 }
