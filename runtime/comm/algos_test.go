@@ -114,14 +114,11 @@ func TestAlgorithmsEveryDataTypeAndOp(t *testing.T) {
 						for i := range count {
 							reduce.Encode(dt, send[i*es:], exactValue(dt, op, r, i))
 						}
-						o := op
-						if op == reduce.PreMulSum {
-							var err error
-							if o, err = c.CreatePreMulSum(scalar, dt); err != nil {
-								return err
-							}
-							defer c.DestroyOp(o)
+						o, done, err := testOp(c, op, dt, scalar)
+						if err != nil {
+							return err
 						}
+						defer done()
 						outs[r] = make([]byte, count*es)
 						return c.AllReduce(send, outs[r], count, dt, o)
 					})
@@ -142,25 +139,36 @@ func TestAlgorithmsEveryDataTypeAndOp(t *testing.T) {
 func TestAlgorithmAbort(t *testing.T) {
 	for algo := range allReduceAlgos(t) {
 		t.Run(algo, func(t *testing.T) {
-			const n, victim, count = 4, 2, 1 << 14
+			const n, count = 4, 1 << 14
 			cs := withHosts(t, hostLayouts(n)["pairs"], testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_BUFFSIZE": "8192"}))
-			errs := each(cs, func(c *Comm) error {
+			abortMidStream(t, cs, func(c *Comm) func() error {
 				send, recv := make([]byte, 4*count), make([]byte, 4*count)
-				for i := 0; ; i++ {
-					if c.Rank() == victim && i == 3 {
-						c.Abort(errors.New("killed by the test"))
-					}
-					if err := c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum); err != nil {
-						return err
-					}
-				}
+				return func() error { return c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum) }
 			})
-			for r, err := range errs {
-				if err == nil || !strings.Contains(err.Error(), "rank 2 aborted: killed by the test") {
-					t.Errorf("rank %d: %v, want the abort of rank 2", r, err)
-				}
-			}
 		})
+	}
+}
+
+// abortMidStream has rank 2 abort while every rank runs a stream of the
+// calls stream(c) returns; every other rank's call must fail naming it.
+func abortMidStream(t *testing.T, cs []*Comm, stream func(c *Comm) func() error) {
+	t.Helper()
+	const victim = 2
+	errs := each(cs, func(c *Comm) error {
+		call := stream(c)
+		for i := 0; ; i++ {
+			if c.Rank() == victim && i == 3 {
+				c.Abort(errors.New("killed by the test"))
+			}
+			if err := call(); err != nil {
+				return err
+			}
+		}
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "rank 2 aborted: killed by the test") {
+			t.Errorf("rank %d: %v, want the abort of rank 2", r, err)
+		}
 	}
 }
 

@@ -94,14 +94,11 @@ func everyDataTypeAndOp(t *testing.T, shmDisable string) {
 				ars, rss, rds := make([][]byte, n), make([][]byte, n), make([][]byte, n)
 				mustEach(t, cs, "collectives", func(c *Comm) error {
 					r := c.Rank()
-					o := op
-					if op == reduce.PreMulSum {
-						var err error
-						if o, err = c.CreatePreMulSum(scalar, dt); err != nil {
-							return err
-						}
-						defer c.DestroyOp(o)
+					o, done, err := testOp(c, op, dt, scalar)
+					if err != nil {
+						return err
 					}
+					defer done()
 					ars[r] = make([]byte, n*count*es)
 					rss[r] = make([]byte, count*es)
 					rds[r] = make([]byte, n*count*es)
@@ -137,4 +134,16 @@ func firstDiff(dt reduce.DataType, got, want []byte) string {
 		}
 	}
 	return "lengths differ"
+}
+
+// testOp returns op for a call of data type dt: a PreMulSum op created
+// with scalar (done destroys it), any other op as it is.
+func testOp(c *Comm, op reduce.Op, dt reduce.DataType, scalar float64) (o reduce.Op, done func(), err error) {
+	if op != reduce.PreMulSum {
+		return op, func() {}, nil
+	}
+	if o, err = c.CreatePreMulSum(scalar, dt); err != nil {
+		return 0, nil, err
+	}
+	return o, func() { c.DestroyOp(o) }, nil
 }

@@ -266,9 +266,18 @@ func runSlice(t *Task, op *algos.Op, send SendConn, ref RefSender, recv RecvConn
 // the local operand, or their reduction. The pre-operation (premulsum's
 // scalar, a floating average's 1/nranks) applies to data read from Input.
 func combine(t *Task, op *algos.Op, target, in, local []byte) {
-	pre := op.Src == algos.Input && t.Fn != nil && t.Fn.HasPre()
+	if !op.Reduce && in != nil {
+		local = nil
+	}
+	combineFrom(t, op.Src, target, in, local)
+}
+
+// combineFrom writes into target in ⊕ local, or whichever is not nil,
+// applying the pre-operation to local when it was read from Input (src).
+func combineFrom(t *Task, src algos.Buf, target, in, local []byte) {
+	pre := src == algos.Input && t.Fn != nil && t.Fn.HasPre()
 	switch {
-	case in != nil && local != nil && op.Reduce:
+	case in != nil && local != nil:
 		if pre {
 			t.Fn.ReducePre(target, in, local)
 		} else {

@@ -80,21 +80,7 @@ func runSlotOp(t *Task, op *algos.SlotOp, conns Conns, esize int) error {
 		if target == nil {
 			target = dst
 		}
-		pre := op.Src == algos.Input && t.Fn != nil && t.Fn.HasPre()
-		switch {
-		case recv != nil && local != nil:
-			if pre {
-				t.Fn.ReducePre(target, recv, local)
-			} else {
-				t.Fn.Reduce(target, recv, local)
-			}
-		case recv != nil:
-			copy(target, recv)
-		case pre:
-			t.Fn.Pre(target, local)
-		case !sameMemory(target, local):
-			copy(target, local)
-		}
+		combineFrom(t, op.Src, target, recv, local)
 		if op.PostOp && t.Fn != nil && t.Fn.HasPost() {
 			t.Fn.Post(target, target)
 		}

@@ -293,12 +293,7 @@ func TestSlotErrors(t *testing.T) {
 	segs := openGroup(t, testOptions(t, 2))
 	send, recv := pairConns(t, segs, protocols.Simple)
 	payload := send.stepPayload
-	want := func(what string, err error, text string) {
-		t.Helper()
-		if err == nil || !strings.Contains(err.Error(), text) {
-			t.Fatalf("%s = %v, want an error containing %q", what, err, text)
-		}
-	}
+	want := func(what string, err error, text string) { t.Helper(); wantErr(t, what, err, text) }
 
 	if _, err := send.Acquire(2); err != nil {
 		t.Fatal(err)
@@ -441,12 +436,7 @@ func TestSlotMixing(t *testing.T) {
 	slots(1)
 	checkCounters(t, send, recv, 33)
 
-	want := func(what string, err error, text string) {
-		t.Helper()
-		if err == nil || !strings.Contains(err.Error(), text) {
-			t.Fatalf("%s = %v, want an error containing %q", what, err, text)
-		}
-	}
+	want := func(what string, err error, text string) { t.Helper(); wantErr(t, what, err, text) }
 	// A ring slice is held: no slot calls.
 	if _, err := send.Acquire(1); err != nil {
 		t.Fatal(err)
@@ -722,5 +712,13 @@ func TestSlotNoAllocs(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("a slot round trip allocates %v times", allocs)
+	}
+}
+
+// wantErr fails the test unless err is an error whose text contains text.
+func wantErr(t *testing.T, what string, err error, text string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), text) {
+		t.Fatalf("%s = %v, want an error containing %q", what, err, text)
 	}
 }
