@@ -260,37 +260,42 @@ func TestRanksDisagreeOnAlgo(t *testing.T) {
 	}
 }
 
-// TestDebugNamesAlgorithm: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL,GRAPH
-// prints, for every call, the algorithm, protocol and channels it ran with,
-// and at Init the trees as NCCL prints them.
+// TestDebugNamesAlgorithm: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL,GRAPH,TUNING
+// prints, for every call, the algorithm, protocol and channels it ran with
+// and the tuner's prediction; at Init the trees as NCCL prints them, what
+// each collective may run, and (rank 0) the tuner's table and NCCL's
+// TUNING line per call.
 func TestDebugNamesAlgorithm(t *testing.T) {
 	names := map[string]string{"tree": "Tree", "ring": "Ring", "ctring": "CTRing"}
 	for _, algo := range []string{"tree", "ring", "ctring"} {
 		t.Run(algo, func(t *testing.T) {
 			procs := startRanks(t, 4, "allreduce-matrix", func(r int) []string {
-				return []string{"NCCL_ALGO=allreduce:" + algo, "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL,GRAPH",
+				return []string{"NCCL_ALGO=allreduce:" + algo, "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL,GRAPH,TUNING",
 					fmt.Sprintf("CC_HOST_ID=h%d", r/2)}
 			})
 			waitOK(t, procs)
-			stderr := procs[1].cmd.Stderr.(*syncWriter).String()
-			proto := "proto LL (below 8 KiB)"
-			if algo == "ctring" {
-				proto = "proto Simple (below 8 KiB, CTRing runs Simple)"
+			name := names[algo]
+			check := func(rank int, want []string) {
+				stderr := procs[rank].cmd.Stderr.(*syncWriter).String()
+				for _, w := range want {
+					if !strings.Contains(stderr, w) {
+						t.Errorf("rank %d's NCCL_DEBUG output lacks %q:\n%s", rank, w, stderr)
+					}
+				}
 			}
 			want := []string{
-				"AllReduce: 4 bytes int32 -> algo " + names[algo] + ` (NCCL_ALGO="allreduce:` + algo + `") ` + proto + " channels 1",
-				"proto Simple (above 1 MiB)",
-				"AllReduce runs " + names[algo],
+				"AllReduce: 4 bytes int32 -> algo " + name + " proto ",
+				"AllReduce: 1200000 bytes int32 -> algo " + name + " proto Simple (tuner: ",
+				`; NCCL_ALGO="allreduce:` + algo + `")`,
+				"AllReduce may run " + name + "/",
 				"Tree 0 : 0 -> 1 -> -1/-1/-1", // rank 1 is rank 0's chain child on host h0
 			}
 			if algo == "ctring" {
 				want = append(want, "; AutoTune ranks 4, msg 1200000B: blocks ")
 			}
-			for _, w := range want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("rank 1's NCCL_DEBUG output lacks %q:\n%s", w, stderr)
-				}
-			}
+			check(1, want)
+			check(0, []string{"tuner constants: built-in", "  Algorithm   |", "     AllReduce |",
+				"AllReduce: 1200000 Bytes -> Algo " + name + " proto Simple channel{Lo..Hi}={0..0} (model "})
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
 )
 
 // payloadStep is the payload one FIFO slot of protocol p carries.
@@ -30,7 +31,8 @@ type coll struct {
 	channels int
 	algo     *algos.Algorithm // the table row that runs it
 	proto    protocols.Proto
-	why      protoReason // why proto
+	best     tune.Choice // the tuner's prediction for algo/proto
+	next     tune.Choice // and its runner-up (Time -1: none)
 	plan     *plan
 	control  bool // a Control call: ring, any protocol, not logged
 }

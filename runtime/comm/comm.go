@@ -43,6 +43,7 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/seed-760dd1f1/cc/runtime/transport/shm"
 	"github.com/seed-760dd1f1/cc/runtime/transport/tcp"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
 	"github.com/seed-760dd1f1/cc/runtime/wire"
 )
 
@@ -78,12 +79,15 @@ type Comm struct {
 	p2p       *channel
 	workers   []*worker // channels 1.. run on these
 
-	topo    *algos.Topo                      // which ranks share a host
-	allSHM  bool                             // every connection is shared memory: the protocol thresholds differ
-	algoFor [algos.NumColls]*algos.Algorithm // the row each collective runs with
-	algoErr [algos.NumColls]error            // or why none can (NCCL_ALGO, NCCL_PROTO)
-	plans   map[planKey]*plan                // schedules by collective shape
-	last    struct {                         // the last call's plan, found without hashing
+	topo    *algos.Topo           // which ranks share a host
+	allSHM  bool                  // every connection is shared memory: the protocol thresholds differ
+	algoErr [algos.NumColls]error // why a collective cannot run (NCCL_ALGO, NCCL_PROTO, NCCL_PAT_ENABLE), or nil
+	consts  *tune.Consts          // rank 0's tuner constants
+	model   *tune.Model           // the tuner, over the entries that may run
+
+	lastDecision decision          // the tuner's last answer
+	plans        map[planKey]*plan // schedules by collective shape
+	last         struct {          // the last call's plan, found without hashing
 		key  planKey
 		plan *plan
 	}

@@ -13,19 +13,7 @@ import (
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
-)
-
-// Protocol thresholds until the tuner exists. Over TCP, seed 000's table
-// (LL below 8 KiB, LL128 up to 1 MiB, Simple above) matches what we
-// measured. On shared memory the literal LL and LL128 (a flag per 8 or
-// 120 bytes, polled) lose to Simple from a few hundred bytes on, by 2-20x
-// at medium sizes; only the smallest all-reduces gain from LL128.
-// Measured with ccrun -np 2 and 4 cc-perf, every protocol forced, medians
-// of 3 interleaved runs (README, "The runtime": the protocols paragraph).
-const (
-	llMaxBytes       = 8 << 10
-	ll128MaxBytes    = 1 << 20
-	shmLL128MaxBytes = 256 // shared memory: all-reduce below this runs LL128
+	"github.com/seed-760dd1f1/cc/runtime/tune"
 )
 
 // minChannelBytes is the least work per channel before the communicator
@@ -113,103 +101,39 @@ func (e *noAlgoError) Error() string {
 	return fmt.Sprintf("%s (implemented for %s: %s)", msg, e.kind, e.implemented)
 }
 
-// choose decides how a validated call runs: its row, protocol and channel
-// count.
+// choose decides how a validated call runs: its channel count, then its
+// row and protocol, the tuner's fastest entry among those that may run (a
+// Control call: the ring's fastest protocol, whatever NCCL_ALGO and
+// NCCL_PROTO say).
 func (c *Comm) choose(k *coll) error {
-	row, err := c.algoFor[k.kind], c.algoErr[k.kind]
-	if k.control {
-		row, err = algos.Lookup(algos.Fallback, k.kind), nil
-	}
-	if err != nil {
+	if err := c.algoErr[k.kind]; err != nil && !k.control {
 		e := *err.(*noAlgoError)
 		e.dt = k.dt.String()
 		return &e
 	}
-	k.algo = row
 	k.channels = c.channelsFor(k.nbytes)
-	k.proto, k.why = c.protoFor(row, k.kind, k.nbytes, k.control)
+	only := algos.Algo(-1)
+	if k.control {
+		only = algos.Fallback
+	}
+	if d := &c.lastDecision; d.kind != k.kind || d.nbytes != k.nbytes || d.channels != k.channels || d.only != only {
+		best, next := c.model.Decide(k.kind, k.nbytes, k.channels, only)
+		*d = decision{kind: k.kind, nbytes: k.nbytes, channels: k.channels, only: only,
+			row: algos.Lookup(best.Algo, k.kind), best: best, next: next}
+	}
+	k.algo, k.proto = c.lastDecision.row, c.lastDecision.best.Proto
+	k.best, k.next = c.lastDecision.best, c.lastDecision.next
 	return nil
 }
 
-// protoFor picks the protocol of a collective of nbytes run by row: the size
-// class's preference, then the others, skipping what the row cannot run and
-// what NCCL_PROTO forbids (pickAlgo made sure one is left; a control call
-// ignores NCCL_PROTO). It returns the size class and whether a protocol
-// other than its preference was taken, which protoWhy turns into words
-// only when they are printed: a call allocates nothing.
-func (c *Comm) protoFor(row *algos.Algorithm, kind algos.Coll, nbytes int64, control bool) (protocols.Proto, protoReason) {
-	class := sizeAbove1M
-	switch {
-	case c.allSHM && (kind != algos.AllReduce || nbytes >= shmLL128MaxBytes):
-		class = shmSimple
-	case c.allSHM:
-		class = shmSmall
-	case nbytes < llMaxBytes:
-		class = sizeBelow8K
-	case nbytes <= ll128MaxBytes:
-		class = size8KTo1M
-	}
-	allowed := c.p.Proto.For(kind)
-	if control {
-		allowed = param.AllProtos
-	}
-	for i, p := range protoOrder[class] {
-		if row.Runs(p) && allowed.Has(p) {
-			return p, protoReason{class: class, fallback: i > 0}
-		}
-	}
-	return protocols.Simple, protoReason{class: class}
-}
-
-// Size classes of the protocol thresholds, and each one's preference order.
-const (
-	sizeBelow8K = iota
-	size8KTo1M
-	sizeAbove1M
-	shmSmall
-	shmSimple
-)
-
-var (
-	protoOrder = [...][3]protocols.Proto{
-		sizeBelow8K: {protocols.LL, protocols.LL128, protocols.Simple},
-		size8KTo1M:  {protocols.LL128, protocols.Simple, protocols.LL},
-		sizeAbove1M: {protocols.Simple, protocols.LL128, protocols.LL},
-		shmSmall:    {protocols.LL128, protocols.Simple, protocols.LL},
-		shmSimple:   {protocols.Simple, protocols.LL128, protocols.LL},
-	}
-	sizeClassNames = [...]string{"below 8 KiB", "8 KiB to 1 MiB", "above 1 MiB",
-		"shared memory, all-reduce below 256 B", "shared memory"}
-)
-
-// protoReason is why a call runs its protocol.
-type protoReason struct {
-	class    int
-	fallback bool // the class's first choice was not allowed or not run by the algorithm
-}
-
-// protoWhy says why k runs its protocol, for NCCL_DEBUG.
-func (c *Comm) protoWhy(k *coll) string {
-	why := sizeClassNames[k.why.class]
-	if !k.why.fallback {
-		return why
-	}
-	if c.p.Proto.Set && !k.control {
-		why += fmt.Sprintf(", NCCL_PROTO=%q", c.p.Proto.Raw)
-	}
-	if !k.algo.Runs(protoOrder[k.why.class][0]) {
-		why += fmt.Sprintf(", %s runs %s", k.algo.Algo, runsList(k.algo))
-	}
-	return why
-}
-
-// runsList names the protocols row runs, e.g. "LL, Simple".
-func runsList(row *algos.Algorithm) string {
-	var names []string
-	for _, p := range row.Protos() {
-		names = append(names, p.String())
-	}
-	return strings.Join(names, ", ")
+// decision is the tuner's last answer, kept because calls repeat.
+type decision struct {
+	kind       algos.Coll
+	nbytes     int64
+	channels   int
+	only       algos.Algo
+	row        *algos.Algorithm
+	best, next tune.Choice
 }
 
 // channelsFor is the number of channels a collective of nbytes uses: the
@@ -368,9 +292,15 @@ func (w *worker) stop() {
 	<-w.exit
 }
 
-// logColl prints, per call, what NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL
-// users look for: algorithm, protocol, channels and why.
+// logColl prints, per call, what NCCL_DEBUG=INFO users look for: with
+// NCCL_DEBUG_SUBSYS=TUNING, rank 0 prints NCCL's line and the model's
+// prediction with its runner-up; with COLL, every rank prints algorithm,
+// protocol, channels, chunk and why.
 func (c *Comm) logColl(k *coll) {
+	if c.rank == 0 && c.log.Enabled(param.DebugInfo, param.SubsysTuning) {
+		c.log.Info(param.SubsysTuning, "%s: %d Bytes -> Algo %s proto %s channel{Lo..Hi}={0..%d} (model %.1f us; next %s; %s)",
+			k.kind, k.nbytes, k.algo.Algo, k.proto, k.channels-1, k.best.Time, k.next, c.allowedWhy())
+	}
 	if !c.log.Enabled(param.DebugInfo, param.SubsysColl) {
 		return
 	}
@@ -378,14 +308,25 @@ func (c *Comm) logColl(k *coll) {
 	if c.p.MinChannels > 0 {
 		chWhy = "NCCL_MIN_NCHANNELS/NCCL_NCHANNELS"
 	}
-	algoWhy := "the default"
-	if c.p.Algo.Set {
-		algoWhy = fmt.Sprintf("NCCL_ALGO=%q", c.p.Algo.Raw)
-	}
 	extra := ""
 	if k.algo.Explain != nil {
 		extra = "; " + k.algo.Explain(&k.plan.args0)
 	}
-	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s (%s) proto %s (%s) channels %d (%s), chunk %d elements%s",
-		k.kind, k.nbytes, k.dt, k.algo.Algo, algoWhy, k.proto, c.protoWhy(k), k.channels, chWhy, k.plan.chunk, extra)
+	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s proto %s (tuner: %.1f us predicted, next %s; %s) channels %d (%s), chunk %d elements%s",
+		k.kind, k.nbytes, k.dt, k.algo.Algo, k.proto, k.best.Time, k.next, c.allowedWhy(), k.channels, chWhy, k.plan.chunk, extra)
+}
+
+// allowedWhy names what limited the tuner's choice.
+func (c *Comm) allowedWhy() string {
+	var why []string
+	if c.p.Algo.Set {
+		why = append(why, fmt.Sprintf("NCCL_ALGO=%q", c.p.Algo.Raw))
+	}
+	if c.p.Proto.Set {
+		why = append(why, fmt.Sprintf("NCCL_PROTO=%q", c.p.Proto.Raw))
+	}
+	if len(why) == 0 {
+		return "NCCL_ALGO and NCCL_PROTO allow all"
+	}
+	return strings.Join(why, ", ")
 }

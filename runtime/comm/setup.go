@@ -7,13 +7,16 @@ package comm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/param"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
 )
 
 // agree exchanges through the bootstrap what every rank must share: the
@@ -23,7 +26,9 @@ import (
 // cores and channel knobs), of which the communicator takes the smallest,
 // as NCCL does, so that hosts with different core counts agree.
 func (c *Comm) agree(ctx context.Context, channels int) error {
-	blob := append([]byte(strconv.Itoa(channels)+"\n"), c.p.AgreedText()...)
+	blob := append([]byte(strconv.Itoa(channels)+"\n"), c.tuneLine()...)
+	blob = append(blob, '\n')
+	blob = append(blob, c.p.AgreedText()...)
 	parts, err := c.boot.AllGather(ctx, blob)
 	if err != nil {
 		return err
@@ -37,32 +42,84 @@ func (c *Comm) agree(ctx context.Context, channels int) error {
 			return fmt.Errorf("rank %d sent a malformed settings block (%q): is it running another version of cc?", r, first)
 		}
 		c.nchannels = min(c.nchannels, n)
+		tuneLine, rest, _ := bytes.Cut(rest, []byte("\n"))
+		if r == 0 {
+			if c.consts, err = parseTuneLine(tuneLine); err != nil {
+				return err
+			}
+		}
 		texts[r] = rest
 	}
 	return param.Disagreement(texts, func(r int) string { return "host " + c.peers[r].Host })
 }
 
-// pickAlgos decides which row runs each collective (or why none can: an
-// error for the calls, not for Init) and returns the links of those rows,
-// which Init connects on every channel.
+// tuneLine is what this rank contributes of the tuner's constants to the
+// settings exchange: rank 0 sends its constants (CC_TUNE_FILE, or the
+// built-in ones) as one line of JSON, or "error: ..." when it cannot read
+// them, so that every rank fails with its message; the other ranks send
+// "-" (only rank 0's are used: every rank must take the same decisions).
+func (c *Comm) tuneLine() []byte {
+	if c.rank != 0 {
+		return []byte("-")
+	}
+	consts := tune.Default()
+	if c.p.TuneFile != "" {
+		var err error
+		if consts, err = tune.LoadConsts(c.p.TuneFile); err != nil {
+			return []byte("error: CC_TUNE_FILE: " + strings.ReplaceAll(err.Error(), "\n", " "))
+		}
+	}
+	b, err := json.Marshal(consts)
+	if err != nil {
+		return []byte("error: " + err.Error())
+	}
+	return b
+}
+
+// parseTuneLine reads rank 0's line of tuneLine.
+func parseTuneLine(line []byte) (*tune.Consts, error) {
+	if msg, ok := bytes.CutPrefix(line, []byte("error: ")); ok {
+		return nil, fmt.Errorf("rank 0: %s", msg)
+	}
+	return tune.ParseConsts("rank 0's tuner constants", line)
+}
+
+// pickAlgos decides which entries (collective, algorithm, protocol) may
+// run (or why a collective has none: an error for its calls, not for
+// Init), builds the tuner's model over them, and returns the links of
+// every algorithm that may run, which Init connects on every channel.
 func (c *Comm) pickAlgos() []algos.Link {
 	var links []algos.Link
+	var mask tune.Mask
+	pat := patDisabled(c.p, c.topo)
 	for kind := range algos.Coll(algos.NumColls) {
-		row, err := pickAlgo(c.p, kind, c.topo)
-		c.algoFor[kind], c.algoErr[kind] = row, err
+		_, err := pickAlgo(c.p, kind, c.topo)
+		c.algoErr[kind] = err
 		if err != nil {
 			c.infof(param.SubsysInit, "%s: %v", kind, err)
 			continue
 		}
-		if c.nranks == 1 || !row.Runs(protocols.Simple) {
-			continue
-		}
-		for _, l := range row.Peers(&algos.Args{Rank: c.rank, Topo: c.topo}) {
-			if !slices.Contains(links, l) {
-				links = append(links, l)
+		for _, row := range algos.Algorithms {
+			if row.Coll != kind || !c.p.Algo.For(kind).Has(row.Algo) || (row.Algo == algos.PAT && pat != "") {
+				continue
+			}
+			runs := false
+			for _, p := range row.Protos() {
+				if c.p.Proto.For(kind).Has(p) {
+					mask[kind][row.Algo][p], runs = true, true
+				}
+			}
+			if !runs || c.nranks == 1 {
+				continue
+			}
+			for _, l := range row.Peers(&algos.Args{Rank: c.rank, Topo: c.topo}) {
+				if !slices.Contains(links, l) {
+					links = append(links, l)
+				}
 			}
 		}
 	}
+	c.model = tune.New(c.consts, c.topo, mask)
 	return links
 }
 
@@ -71,6 +128,14 @@ func (c *Comm) pickAlgos() []algos.Link {
 // rank's place in both trees of every channel, numbered as NCCL does
 // (channel c: tree 0 is "Tree c", tree 1 is "Tree c+nchannels").
 func (c *Comm) logGraph() {
+	if c.rank == 0 && c.log.Enabled(param.DebugInfo, param.SubsysTuning) {
+		k := c.consts
+		c.infof(param.SubsysTuning, "tuner constants: %s; alpha us shm %v net %v; beta GB/s per channel shm %v net %v (LL, LL128, Simple)",
+			k.Source, k.Alpha[tune.SHM], k.Alpha[tune.Net], k.Beta[tune.SHM], k.Beta[tune.Net])
+		for _, line := range c.model.Table(c.nchannels) {
+			c.infof(param.SubsysTuning, "%s", line)
+		}
+	}
 	if c.nranks > 1 {
 		c.infof(param.SubsysInit, "%d channels: ring %d -> %d -> %d", c.nchannels,
 			algos.RingPrev(c.rank, c.nranks), c.rank, algos.RingNext(c.rank, c.nranks))
@@ -81,9 +146,15 @@ func (c *Comm) logGraph() {
 	host, local := c.topo.Host(c.rank)
 	c.infof(param.SubsysGraph, "%d hosts; rank %d is rank %d of %d on host %d", c.topo.NHosts(), c.rank, local, len(c.topo.Hosts[host]), host)
 	for kind := range algos.Coll(algos.NumColls) {
-		if row := c.algoFor[kind]; row != nil {
-			c.infof(param.SubsysGraph, "%s runs %s", kind, row.Algo)
+		var can []string
+		for a := range algos.Algo(algos.NumAlgos) {
+			for p := range protocols.Proto(protocols.NumProtos) {
+				if c.model.Time(kind, a, p, 0, 1) >= 0 {
+					can = append(can, a.String()+"/"+p.String())
+				}
+			}
 		}
+		c.infof(param.SubsysGraph, "%s may run %s (the tuner picks per call)", kind, strings.Join(can, ", "))
 	}
 	trees := algos.DoubleTree(c.topo, c.rank)
 	for ch := range c.nchannels {

@@ -61,6 +61,10 @@ type Params struct {
 	// means stderr.
 	DebugFile string
 
+	// TuneFile is CC_TUNE_FILE: the tuner's constants (rank 0's file is
+	// used by every rank); "" means the built-in ones.
+	TuneFile string
+
 	// PatEnable is NCCL_PAT_ENABLE: 0 (PAT off), 1 (on) or 2 (auto: on when
 	// every rank is alone on its host).
 	PatEnable int

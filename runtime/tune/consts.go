@@ -1,0 +1,224 @@
+package tune
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
+
+// Class is the kind of link a step crosses.
+type Class int
+
+const (
+	// SHM is a link between ranks of one host (shared memory): NCCL's
+	// NVLINK/PCI classes.
+	SHM Class = iota
+	// Net is a link between hosts (TCP): NCCL's NET class.
+	Net
+	// NumClasses is the number of link classes.
+	NumClasses = 2
+)
+
+var classNames = [NumClasses]string{"shm", "net"}
+
+func (c Class) String() string { return classNames[c] }
+
+// Consts are the model's constants: NCCL's latency and bandwidth tables,
+// per link class and protocol instead of per GPU generation.
+type Consts struct {
+	// Source says where the constants come from (built in, or a file).
+	Source string
+	// Alpha is the latency of one pipeline step (post, visible to the
+	// peer, consumed), in µs.
+	Alpha [NumClasses][protocols.NumProtos]float64
+	// Beta is what one channel streams through a link, in GB/s.
+	Beta [NumClasses][protocols.NumProtos]float64
+	// BetaMax is what all channels together reach, in GB/s (the cores'
+	// ceiling; channels beyond it add nothing).
+	BetaMax [NumClasses][protocols.NumProtos]float64
+	// Gamma is the cost of a call besides its steps, in µs (NCCL's base
+	// latency: launch and hand-offs).
+	Gamma [protocols.NumProtos]float64
+	// Eff is each algorithm's bandwidth relative to the ring's (NCCL's
+	// .92 for the tree, .75 for PAT, refitted here); 0 for algorithms cc
+	// does not have.
+	Eff [algos.NumAlgos]float64
+}
+
+// Default returns the built-in constants, measured on the development
+// machine (2 cores, shared memory and TCP over loopback) with ccrun and
+// cc-perf, every protocol forced; see README "The tuner".
+func Default() *Consts {
+	c := &Consts{Source: "built-in (measured on the development machine)"}
+	set := func(a *[protocols.NumProtos]float64, ll, ll128, simple float64) {
+		a[protocols.LL], a[protocols.LL128], a[protocols.Simple] = ll, ll128, simple
+	}
+	set(&c.Alpha[SHM], 0.6, 0.5, 0.9)
+	set(&c.Beta[SHM], 0.55, 4.0, 8.0)
+	set(&c.BetaMax[SHM], 0.6, 4.5, 9.0)
+	set(&c.Alpha[Net], 14, 16, 22)
+	set(&c.Beta[Net], 0.8, 1.4, 2.0)
+	set(&c.BetaMax[Net], 1.0, 1.8, 2.6)
+	set(&c.Gamma, 3, 3, 4)
+	c.Eff[algos.Ring] = 1
+	c.Eff[algos.Tree] = 0.85
+	c.Eff[algos.PAT] = 0.75
+	c.Eff[algos.CTRing] = 0.9
+	return c
+}
+
+// Check reports constants the model cannot use: a negative latency, a
+// bandwidth that is not positive, a ceiling below one channel's.
+func (c *Consts) Check() error {
+	for cl := range Class(NumClasses) {
+		for p := range protocols.Proto(protocols.NumProtos) {
+			a, b, m := c.Alpha[cl][p], c.Beta[cl][p], c.BetaMax[cl][p]
+			switch {
+			case !(a >= 0) || math.IsInf(a, 0):
+				return fmt.Errorf("alpha %s/%s = %v µs: want a finite latency >= 0", cl, p, a)
+			case !(b > 0) || math.IsInf(b, 0):
+				return fmt.Errorf("beta %s/%s = %v GB/s: want a finite bandwidth > 0", cl, p, b)
+			case !(m >= b) || math.IsInf(m, 0):
+				return fmt.Errorf("beta_max %s/%s = %v GB/s: want a finite ceiling >= beta (%v)", cl, p, m, b)
+			}
+		}
+	}
+	for p, g := range c.Gamma {
+		if !(g >= 0) || math.IsInf(g, 0) {
+			return fmt.Errorf("gamma %s = %v µs: want a finite latency >= 0", protocols.Proto(p), g)
+		}
+	}
+	for a, e := range c.Eff {
+		if !(e >= 0 && e <= 2) {
+			return fmt.Errorf("efficiency %s = %v: want 0..2", algos.Algo(a), e)
+		}
+	}
+	return nil
+}
+
+// constsFile is the JSON form of Consts: tables keyed by names.
+type constsFile struct {
+	Source     string                        `json:"source"`
+	Alpha      map[string]map[string]float64 `json:"alpha_us"`
+	Beta       map[string]map[string]float64 `json:"beta_gbs"`
+	BetaMax    map[string]map[string]float64 `json:"beta_max_gbs"`
+	Gamma      map[string]float64            `json:"gamma_us"`
+	Efficiency map[string]float64            `json:"efficiency"`
+}
+
+// MarshalJSON writes the tables keyed by class, protocol and algorithm
+// names.
+func (c *Consts) MarshalJSON() ([]byte, error) {
+	f := constsFile{Source: c.Source, Alpha: perClass(&c.Alpha), Beta: perClass(&c.Beta), BetaMax: perClass(&c.BetaMax),
+		Gamma: perProto(&c.Gamma), Efficiency: map[string]float64{}}
+	for a, e := range c.Eff {
+		if e != 0 {
+			f.Efficiency[algos.Algo(a).String()] = e
+		}
+	}
+	return json.Marshal(f)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; every table entry must be
+// present, and names it does not know are errors.
+func (c *Consts) UnmarshalJSON(b []byte) error {
+	var f constsFile
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&f); err != nil {
+		return err
+	}
+	var n Consts
+	n.Source = f.Source
+	for _, t := range []struct {
+		name string
+		m    map[string]map[string]float64
+		dst  *[NumClasses][protocols.NumProtos]float64
+	}{{"alpha_us", f.Alpha, &n.Alpha}, {"beta_gbs", f.Beta, &n.Beta}, {"beta_max_gbs", f.BetaMax, &n.BetaMax}} {
+		if len(t.m) != NumClasses {
+			return fmt.Errorf("%s: want the classes %s and %s", t.name, SHM, Net)
+		}
+		for cl := range Class(NumClasses) {
+			if err := fromProtos(t.name+"."+cl.String(), t.m[cl.String()], &t.dst[cl]); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fromProtos("gamma_us", f.Gamma, &n.Gamma); err != nil {
+		return err
+	}
+	for name, e := range f.Efficiency {
+		a := -1
+		for i := range algos.NumAlgos {
+			if algos.Algo(i).String() == name {
+				a = i
+			}
+		}
+		if a < 0 {
+			return fmt.Errorf("efficiency: unknown algorithm %q", name)
+		}
+		n.Eff[a] = e
+	}
+	*c = n
+	return nil
+}
+
+func perClass(t *[NumClasses][protocols.NumProtos]float64) map[string]map[string]float64 {
+	m := map[string]map[string]float64{}
+	for cl := range Class(NumClasses) {
+		m[cl.String()] = perProto(&t[cl])
+	}
+	return m
+}
+
+func perProto(t *[protocols.NumProtos]float64) map[string]float64 {
+	m := map[string]float64{}
+	for p := range protocols.Proto(protocols.NumProtos) {
+		m[p.String()] = t[p]
+	}
+	return m
+}
+
+func fromProtos(what string, m map[string]float64, dst *[protocols.NumProtos]float64) error {
+	if len(m) != protocols.NumProtos {
+		return fmt.Errorf("%s: want exactly the protocols LL, LL128 and Simple, got %d entries", what, len(m))
+	}
+	for p := range protocols.Proto(protocols.NumProtos) {
+		v, ok := m[p.String()]
+		if !ok {
+			return fmt.Errorf("%s: no %s entry", what, p)
+		}
+		dst[p] = v
+	}
+	return nil
+}
+
+// LoadConsts reads a calibration file (JSON, as cc-perf tune --calibrate
+// writes it) and checks it.
+func LoadConsts(path string) (*Consts, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsts(path, b)
+}
+
+// ParseConsts parses and checks calibration JSON; path names it in errors.
+func ParseConsts(path string, b []byte) (*Consts, error) {
+	var c Consts
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := c.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if c.Source == "" {
+		c.Source = path
+	}
+	return &c, nil
+}

@@ -1,0 +1,244 @@
+package tune
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
+
+// Steps are the pipeline steps on the critical path of one chunk of a
+// collective: those between ranks of one host and those between hosts.
+type Steps struct{ Intra, Inter int }
+
+// Total is Intra + Inter.
+func (s Steps) Total() int { return s.Intra + s.Inter }
+
+// Mask says which (collective, algorithm, protocol) entries may run: the
+// table has a row, NCCL_ALGO and NCCL_PROTO allow them, and the algorithm
+// is enabled on the topology (PAT). The communicator fills it.
+type Mask [algos.NumColls][algos.NumAlgos][protocols.NumProtos]bool
+
+// Model predicts the time of every (collective, algorithm, protocol) on a
+// topology and picks the fastest. It is immutable once built, and the
+// same on every rank given the same constants, topology and mask.
+type Model struct {
+	c     *Consts
+	mask  Mask
+	n     int
+	nodes int
+	steps [algos.NumColls][algos.NumAlgos]Steps
+}
+
+// New builds the model of the ranks of topo.
+func New(c *Consts, topo *algos.Topo, mask Mask) *Model {
+	m := &Model{c: c, mask: mask, n: topo.NRanks, nodes: topo.NHosts()}
+	for coll := range algos.Coll(algos.NumColls) {
+		for a := range algos.Algo(algos.NumAlgos) {
+			m.steps[coll][a] = StepsOf(coll, a, topo)
+		}
+	}
+	return m
+}
+
+// Consts returns the model's constants.
+func (m *Model) Consts() *Consts { return m.c }
+
+// StepsOf returns the steps on the critical path of one chunk of coll run
+// by algorithm a on topo, from the algorithm's own structure (the
+// simulator's rounds are these plus one: the first send). Zero for
+// algorithms that cannot run coll.
+func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
+	n, nodes := topo.NRanks, topo.NHosts()
+	if n == 1 {
+		return Steps{}
+	}
+	switch {
+	case a == algos.Ring:
+		total, inter := n-1, nodes-1
+		if coll == algos.AllReduce {
+			total, inter = 2*(n-1), 2*(nodes-1)
+		}
+		return Steps{Intra: total - inter, Inter: inter}
+	case a == algos.Tree && coll == algos.AllReduce:
+		return treeSteps(topo)
+	case a == algos.CTRing && coll == algos.AllReduce:
+		// The reduce-scatter ring, then the all-gather split between the
+		// forward ring and the reverse one (ceil((n-1)/2) steps forward),
+		// and one more step for odd n, where the forward half is the
+		// longer.
+		total := n - 1 + (n-1+1)/2
+		if n%2 == 1 && n > 2 {
+			total++
+		}
+		inter := 0
+		if nodes > 1 {
+			inter = min(total, nodes-1+nodes/2)
+		}
+		return Steps{Intra: total - inter, Inter: inter}
+	case a == algos.PAT && (coll == algos.ReduceScatter || coll == algos.AllGather):
+		// Every step of PAT's program waits for the one before it (the
+		// first is a send, as the ring's); with one rank per host (PAT's
+		// case) every step crosses hosts.
+		total := len(algos.PatSteps(algos.PatGeometry(n, 1<<20, 1), coll == algos.ReduceScatter)) - 1
+		if nodes > 1 {
+			return Steps{Inter: total}
+		}
+		return Steps{Intra: total}
+	}
+	return Steps{}
+}
+
+// treeSteps walks the double tree from every rank up to its root, counting
+// the hops inside and between hosts, and returns twice the longest path
+// (up and down again).
+func treeSteps(topo *algos.Topo) Steps {
+	var worst Steps
+	nodes := make([][2]algos.TreeNode, topo.NRanks)
+	for r := range nodes {
+		nodes[r] = algos.DoubleTree(topo, r)
+	}
+	for t := range 2 {
+		for r := range nodes {
+			var s Steps
+			for cur := r; nodes[cur][t].Up != algos.NoPeer; cur = nodes[cur][t].Up {
+				up := nodes[cur][t].Up
+				if h, _ := topo.Host(cur); func() bool { hu, _ := topo.Host(up); return hu == h }() {
+					s.Intra++
+				} else {
+					s.Inter++
+				}
+			}
+			if s.Total() > worst.Total() || (s.Total() == worst.Total() && s.Inter > worst.Inter) {
+				worst = s
+			}
+		}
+	}
+	return Steps{Intra: 2 * worst.Intra, Inter: 2 * worst.Inter}
+}
+
+// Lat returns the latency of one call of coll by (a, p), in µs: the call's
+// cost plus every step of its critical path.
+func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
+	s := m.steps[coll][a]
+	return m.c.Gamma[p] + float64(s.Intra)*m.c.Alpha[SHM][p] + float64(s.Inter)*m.c.Alpha[Net][p]
+}
+
+// BW returns the algorithm bandwidth of coll by (a, p) on nch channels, in
+// GB/s: the slowest class's bandwidth for nch channels (up to its ceiling),
+// times the algorithm's efficiency and the ring's bus-to-algorithm factor.
+func (m *Model) BW(coll algos.Coll, a algos.Algo, p protocols.Proto, nch int) float64 {
+	cl := SHM
+	if m.nodes > 1 {
+		cl = Net
+	}
+	bw := min(float64(max(nch, 1))*m.c.Beta[cl][p], m.c.BetaMax[cl][p]) * m.c.Eff[a]
+	n := float64(m.n)
+	switch {
+	case m.n == 1:
+	case coll == algos.AllReduce:
+		bw *= n / (2 * (n - 1))
+	case coll == algos.ReduceScatter || coll == algos.AllGather:
+		bw *= n / (n - 1)
+	}
+	return bw
+}
+
+// Time returns the predicted time of a call of coll moving nbytes (NCCL's
+// nBytes: the larger of the send and receive sizes) by (a, p) on nch
+// channels, in µs, or -1 when the entry may not run.
+func (m *Model) Time(coll algos.Coll, a algos.Algo, p protocols.Proto, nbytes int64, nch int) float64 {
+	if !m.mask[coll][a][p] {
+		return -1
+	}
+	bw := m.BW(coll, a, p, nch)
+	if bw <= 0 {
+		return -1
+	}
+	return m.Lat(coll, a, p) + float64(nbytes)/(1000*bw)
+}
+
+// Choice is one entry of the model and its predicted time.
+type Choice struct {
+	Algo  algos.Algo
+	Proto protocols.Proto
+	Time  float64 // µs; -1: no entry
+}
+
+func (c Choice) String() string {
+	if c.Time < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%s/%s %.1f us", c.Algo, c.Proto, c.Time)
+}
+
+// Decide returns the fastest entry for a call of coll moving nbytes on nch
+// channels and the runner-up (Time -1 when there is none): NCCL's argmin,
+// algorithm-major in NCCL's order, then LL, LL128, Simple, a strict < so
+// that ties go to the lower index. With one rank it is the ring's Simple,
+// as NCCL's. When only is not negative, only that algorithm is considered
+// and the mask ignored (a communicator's own coordination).
+func (m *Model) Decide(coll algos.Coll, nbytes int64, nch int, only algos.Algo) (best, next Choice) {
+	best, next = Choice{Time: -1}, Choice{Time: -1}
+	if m.n == 1 {
+		return Choice{Algo: algos.Ring, Proto: protocols.Simple, Time: m.c.Gamma[protocols.Simple]}, next
+	}
+	for a := range algos.Algo(algos.NumAlgos) {
+		if only >= 0 && a != only {
+			continue
+		}
+		for p := range protocols.Proto(protocols.NumProtos) {
+			var t float64
+			if only >= 0 {
+				t = m.Lat(coll, a, p) + float64(nbytes)/(1000*m.BW(coll, a, p, nch))
+			} else if t = m.Time(coll, a, p, nbytes, nch); t < 0 {
+				continue
+			}
+			c := Choice{Algo: a, Proto: p, Time: t}
+			switch {
+			case best.Time < 0 || t < best.Time:
+				best, next = c, best
+			case next.Time < 0 || t < next.Time:
+				next = c
+			}
+		}
+	}
+	return best, next
+}
+
+// Table writes the model's latency and bandwidth for every collective and
+// enabled entry in NCCL's TUNING layout (blocks of algorithms; per
+// function "lat/bw |" with latency in µs and algorithm bandwidth in GB/s
+// on nch channels; disabled entries 0.0/0.0), one line per string.
+func (m *Model) Table(nch int) []string {
+	var lines []string
+	for lo := 0; lo < algos.NumAlgos; lo += 3 {
+		hi := min(lo+3, algos.NumAlgos)
+		var algo, proto strings.Builder
+		algo.WriteString("  Algorithm   |")
+		proto.WriteString("  Protocol    |")
+		for a := lo; a < hi; a++ {
+			for p := range protocols.Proto(protocols.NumProtos) {
+				fmt.Fprintf(&algo, "%14s   |", algos.Algo(a))
+				fmt.Fprintf(&proto, "%14s   |", p)
+			}
+		}
+		lines = append(lines, algo.String(), proto.String())
+		for coll := range algos.Coll(algos.NumColls) {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%13s |", coll)
+			for a := lo; a < hi; a++ {
+				for p := range protocols.Proto(protocols.NumProtos) {
+					lat, bw := 0.0, 0.0
+					if m.mask[coll][a][p] {
+						lat, bw = m.Lat(coll, algos.Algo(a), p), m.BW(coll, algos.Algo(a), p, nch)
+					}
+					fmt.Fprintf(&b, "%8.1f/%6.1f |", lat, bw)
+				}
+			}
+			lines = append(lines, b.String())
+		}
+	}
+	return lines
+}

@@ -1,0 +1,88 @@
+package tune
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim"
+)
+
+// simRounds runs one chunk of row on topo in the simulator and returns
+// its rounds: the critical path in steps, plus the first send.
+func simRounds(t *testing.T, row *algos.Algorithm, topo *algos.Topo) int {
+	t.Helper()
+	n := topo.NRanks
+	count := int64(n)
+	inb, outb := int64(1), int64(1)
+	switch row.Coll {
+	case algos.ReduceScatter:
+		inb = int64(n)
+	case algos.AllGather:
+		outb = int64(n)
+	}
+	ranks := make([]sim.Rank, n)
+	scheds := make([]algos.Schedule, n)
+	for r := range n {
+		ranks[r] = sim.Rank{In: make([]int64, inb*count), Out: make([]int64, outb*count)}
+		scheds[r] = row.Gen(&algos.Args{Rank: r, Topo: topo, Count: count, Part: algos.Part{Count: count, Chunk: 1 << 20}, ElemSize: 4})
+	}
+	red := sim.Reduction{Op: func(a, b int64) int64 { return a + b }}
+	var st sim.Stats
+	var err error
+	if len(scheds[0].Slots) > 0 {
+		st, err = sim.RunSlots(ranks, [][]algos.Schedule{scheds}, red, 1<<20)
+	} else {
+		st, err = sim.RunSchedules(ranks, [][]algos.Schedule{scheds}, red, 8)
+	}
+	if err != nil {
+		t.Fatalf("%s/%s on %d ranks: %v", row.Algo, row.Coll, n, err)
+	}
+	return st.Rounds
+}
+
+// TestStepsEqualSimulator: the model's steps of every algorithm the table
+// has equal the simulator's critical path (rounds - 1) for one chunk, for
+// n = 2..64 on one host, each rank alone, and hosts of 2 and 3 ranks.
+func TestStepsEqualSimulator(t *testing.T) {
+	layouts := map[string]func(n int) *algos.Topo{
+		"onehost": func(n int) *algos.Topo { return algos.NewTopo(make([]int, n)) },
+		"alone":   algos.FlatTopo,
+		"pairs": func(n int) *algos.Topo {
+			if n%2 != 0 {
+				return nil
+			}
+			return algos.BlockTopo(n/2, 2)
+		},
+		"threes": func(n int) *algos.Topo {
+			if n%3 != 0 {
+				return nil
+			}
+			return algos.BlockTopo(n/3, 3)
+		},
+	}
+	ns := []int{2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 31, 32, 33, 48, 64}
+	for _, row := range algos.Algorithms {
+		for name, layout := range layouts {
+			for _, n := range ns {
+				topo := layout(n)
+				if topo == nil {
+					continue
+				}
+				steps := StepsOf(row.Coll, row.Algo, topo)
+				if got := simRounds(t, &row, topo); steps.Total()+1 != got {
+					t.Errorf("%s/%s %s n=%d: model %d steps (%+v), simulator %d rounds (want steps+1)", row.Algo, row.Coll, name, n, steps.Total(), steps, got)
+				}
+			}
+		}
+	}
+}
+
+func ExampleStepsOf() {
+	for _, n := range []int{4, 8} {
+		fmt.Println(n, StepsOf(algos.AllReduce, algos.Ring, algos.BlockTopo(n/2, 2)), StepsOf(algos.AllReduce, algos.Tree, algos.FlatTopo(n)))
+	}
+	// Output:
+	// 4 {4 2} {0 4}
+	// 8 {8 6} {0 6}
+}
