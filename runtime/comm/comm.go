@@ -79,13 +79,16 @@ type Comm struct {
 	p2p       *channel
 	workers   []*worker // channels 1.. run on these
 
-	topo    *algos.Topo           // which ranks share a host
-	allSHM  bool                  // every connection is shared memory: the protocol thresholds differ
-	algoErr [algos.NumColls]error // why a collective cannot run (NCCL_ALGO, NCCL_PROTO, NCCL_PAT_ENABLE), or nil
-	consts  *tune.Consts          // rank 0's tuner constants
-	model   *tune.Model           // the tuner, over the entries that may run
+	topo     *algos.Topo           // which ranks share a host
+	allSHM   bool                  // every connection is shared memory: the protocol thresholds differ
+	algoErr  [algos.NumColls]error // why a collective cannot run (NCCL_ALGO, NCCL_PROTO, NCCL_PAT_ENABLE), or nil
+	consts   *tune.Consts          // rank 0's tuner constants
+	tunerCfg *tune.Config          // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
+	model    *tune.Model           // the tuner, over the entries that may run
 
 	lastDecision decision          // the tuner's last answer
+	ran          tune.Choice       // how the last collective call ran (Ran)
+	forced       *tune.Choice      // Force's entry, or nil
 	plans        map[planKey]*plan // schedules by collective shape
 	last         struct {          // the last call's plan, found without hashing
 		key  planKey

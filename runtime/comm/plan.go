@@ -116,18 +116,73 @@ func (c *Comm) choose(k *coll) error {
 	if k.control {
 		only = algos.Fallback
 	}
-	if d := &c.lastDecision; d.kind != k.kind || d.nbytes != k.nbytes || d.channels != k.channels || d.only != only {
+	if d := &c.lastDecision; d.kind != k.kind || d.nbytes != k.nbytes || d.channels != k.channels || d.only != only || d.forced != c.forced {
 		best, next := c.model.Decide(k.kind, k.nbytes, k.channels, only)
-		*d = decision{kind: k.kind, nbytes: k.nbytes, channels: k.channels, only: only,
+		if f := c.forced; f != nil && !k.control {
+			next = best
+			best = tune.Choice{Algo: f.Algo, Proto: f.Proto, Channels: f.Channels,
+				Time: c.model.Time(k.kind, f.Algo, f.Proto, k.nbytes, f.Channels)}
+			if best.Time < 0 {
+				return fmt.Errorf("rank %d: %s: forced %s/%s may not run: NCCL_ALGO, NCCL_PROTO or NCCL_PAT_ENABLE exclude it, or the table has no such row", c.rank, k.kind, f.Algo, f.Proto)
+			}
+			if best.Channels == 0 {
+				best.Channels = k.channels
+			}
+		}
+		*d = decision{kind: k.kind, nbytes: k.nbytes, channels: k.channels, only: only, forced: c.forced,
 			row: algos.Lookup(best.Algo, k.kind), best: best, next: next}
 	}
 	k.algo, k.proto = c.lastDecision.row, c.lastDecision.best.Proto
 	k.best, k.next = c.lastDecision.best, c.lastDecision.next
+	k.channels = max(1, min(k.best.Channels, c.nchannels)) // a config row may ask for more than there are
+	if !k.control {
+		c.ran = k.best
+		c.ran.Channels = k.channels
+	}
 	return nil
 }
 
+// Ran says how the last collective call (not a Control call) ran: its
+// algorithm, protocol and channels, and the tuner's predicted time (µs;
+// -1 for an entry the model does not time).
+func (c *Comm) Ran() (algo algos.Algo, proto protocols.Proto, channels int, predicted float64) {
+	return c.ran.Algo, c.ran.Proto, c.ran.Channels, c.ran.Time
+}
+
+// Force makes the collectives called after it run with algorithm a,
+// protocol p and ch channels (0: the communicator's choice), whatever the
+// tuner would pick, for tools that compare configurations (cc-perf tune):
+// every rank must force the same. ForceNone ends it. A call whose entry
+// NCCL_ALGO, NCCL_PROTO or NCCL_PAT_ENABLE exclude, or that the table does
+// not have, fails. Control calls are not affected.
+func (c *Comm) Force(a algos.Algo, p protocols.Proto, ch int) error {
+	if a < 0 || int(a) >= algos.NumAlgos || int(p) >= protocols.NumProtos || ch < 0 {
+		return fmt.Errorf("rank %d: Force(%v, %v, %d): want an algorithm, a protocol and channels >= 0", c.rank, a, p, ch)
+	}
+	c.forced = &tune.Choice{Algo: a, Proto: p, Channels: min(ch, c.nchannels)}
+	return nil
+}
+
+// Entries lists the (algorithm, protocol) pairs collective kind may run
+// with on this communicator, in NCCL's order.
+func (c *Comm) Entries(kind algos.Coll) []tune.Choice {
+	var out []tune.Choice
+	for a := range algos.Algo(algos.NumAlgos) {
+		for p := range protocols.Proto(protocols.NumProtos) {
+			if c.model.Time(kind, a, p, 0, 1) >= 0 {
+				out = append(out, tune.Choice{Algo: a, Proto: p})
+			}
+		}
+	}
+	return out
+}
+
+// ForceNone gives the choice back to the tuner.
+func (c *Comm) ForceNone() { c.forced = nil }
+
 // decision is the tuner's last answer, kept because calls repeat.
 type decision struct {
+	forced     *tune.Choice
 	kind       algos.Coll
 	nbytes     int64
 	channels   int
@@ -299,7 +354,7 @@ func (w *worker) stop() {
 func (c *Comm) logColl(k *coll) {
 	if c.rank == 0 && c.log.Enabled(param.DebugInfo, param.SubsysTuning) {
 		c.log.Info(param.SubsysTuning, "%s: %d Bytes -> Algo %s proto %s channel{Lo..Hi}={0..%d} (model %.1f us; next %s; %s)",
-			k.kind, k.nbytes, k.algo.Algo, k.proto, k.channels-1, k.best.Time, k.next, c.allowedWhy())
+			k.kind, k.nbytes, k.algo.Algo, k.proto, k.channels-1, k.best.Time, k.next, c.allowedWhy(k))
 	}
 	if !c.log.Enabled(param.DebugInfo, param.SubsysColl) {
 		return
@@ -313,12 +368,15 @@ func (c *Comm) logColl(k *coll) {
 		extra = "; " + k.algo.Explain(&k.plan.args0)
 	}
 	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s proto %s (tuner: %.1f us predicted, next %s; %s) channels %d (%s), chunk %d elements%s",
-		k.kind, k.nbytes, k.dt, k.algo.Algo, k.proto, k.best.Time, k.next, c.allowedWhy(), k.channels, chWhy, k.plan.chunk, extra)
+		k.kind, k.nbytes, k.dt, k.algo.Algo, k.proto, k.best.Time, k.next, c.allowedWhy(k), k.channels, chWhy, k.plan.chunk, extra)
 }
 
-// allowedWhy names what limited the tuner's choice.
-func (c *Comm) allowedWhy() string {
+// allowedWhy names what decided or limited the tuner's choice.
+func (c *Comm) allowedWhy(k *coll) string {
 	var why []string
+	if k.best.Line > 0 {
+		why = append(why, fmt.Sprintf("%s:%d", c.tunerCfg.Path, k.best.Line))
+	}
 	if c.p.Algo.Set {
 		why = append(why, fmt.Sprintf("NCCL_ALGO=%q", c.p.Algo.Raw))
 	}

@@ -8,7 +8,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +46,7 @@ func (c *Comm) agree(ctx context.Context, channels int) error {
 		c.nchannels = min(c.nchannels, n)
 		tuneLine, rest, _ := bytes.Cut(rest, []byte("\n"))
 		if r == 0 {
-			if c.consts, err = parseTuneLine(tuneLine); err != nil {
+			if err := c.useTuneLine(tuneLine); err != nil {
 				return err
 			}
 		}
@@ -53,35 +55,72 @@ func (c *Comm) agree(ctx context.Context, channels int) error {
 	return param.Disagreement(texts, func(r int) string { return "host " + c.peers[r].Host })
 }
 
-// tuneLine is what this rank contributes of the tuner's constants to the
-// settings exchange: rank 0 sends its constants (CC_TUNE_FILE, or the
-// built-in ones) as one line of JSON, or "error: ..." when it cannot read
-// them, so that every rank fails with its message; the other ranks send
-// "-" (only rank 0's are used: every rank must take the same decisions).
+// tuneShare is what rank 0 sends every rank of the tuner's inputs in the
+// settings exchange, so that every rank takes the same decisions: its
+// constants (CC_TUNE_FILE, or the built-in ones) and its tuner config
+// file (NCCL_TUNER_CONFIG_FILE), or why it could not read them.
+type tuneShare struct {
+	Consts     *tune.Consts `json:"consts,omitempty"`
+	ConfigPath string       `json:"config_path,omitempty"`
+	ConfigText string       `json:"config_text,omitempty"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// tuneLine is this rank's line of the settings exchange: rank 0's
+// tuneShare as one line of JSON; "-" on the other ranks, whose files are
+// not read.
 func (c *Comm) tuneLine() []byte {
 	if c.rank != 0 {
 		return []byte("-")
 	}
-	consts := tune.Default()
+	sh := tuneShare{Consts: tune.Default()}
+	var err error
 	if c.p.TuneFile != "" {
-		var err error
-		if consts, err = tune.LoadConsts(c.p.TuneFile); err != nil {
-			return []byte("error: CC_TUNE_FILE: " + strings.ReplaceAll(err.Error(), "\n", " "))
+		if sh.Consts, err = tune.LoadConsts(c.p.TuneFile); err != nil {
+			sh = tuneShare{Error: "CC_TUNE_FILE: " + err.Error()}
 		}
 	}
-	b, err := json.Marshal(consts)
+	if path := c.p.TunerConfigFile; path != "" && sh.Error == "" {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			_, err = tune.ParseConfig(path, b)
+		}
+		if err != nil {
+			sh = tuneShare{Error: "NCCL_TUNER_CONFIG_FILE: " + err.Error()}
+		}
+		sh.ConfigPath, sh.ConfigText = path, string(b)
+	}
+	b, err := json.Marshal(sh)
 	if err != nil {
-		return []byte("error: " + err.Error())
+		b, _ = json.Marshal(tuneShare{Error: err.Error()})
 	}
 	return b
 }
 
-// parseTuneLine reads rank 0's line of tuneLine.
-func parseTuneLine(line []byte) (*tune.Consts, error) {
-	if msg, ok := bytes.CutPrefix(line, []byte("error: ")); ok {
-		return nil, fmt.Errorf("rank 0: %s", msg)
+// useTuneLine takes rank 0's tuneLine.
+func (c *Comm) useTuneLine(line []byte) error {
+	var sh tuneShare
+	if err := json.Unmarshal(line, &sh); err != nil {
+		return fmt.Errorf("rank 0 sent malformed tuner settings (%v): is it running another version of cc?", err)
 	}
-	return tune.ParseConsts("rank 0's tuner constants", line)
+	if sh.Error != "" {
+		return fmt.Errorf("rank 0: %s", sh.Error)
+	}
+	if sh.Consts == nil {
+		return errors.New("rank 0 sent no tuner constants: is it running another version of cc?")
+	}
+	if err := sh.Consts.Check(); err != nil {
+		return fmt.Errorf("rank 0's tuner constants: %w", err)
+	}
+	c.consts = sh.Consts
+	if sh.ConfigPath != "" {
+		cfg, err := tune.ParseConfig(sh.ConfigPath, []byte(sh.ConfigText))
+		if err != nil {
+			return fmt.Errorf("rank 0's NCCL_TUNER_CONFIG_FILE: %w", err)
+		}
+		c.tunerCfg = cfg
+	}
+	return nil
 }
 
 // pickAlgos decides which entries (collective, algorithm, protocol) may
@@ -119,7 +158,7 @@ func (c *Comm) pickAlgos() []algos.Link {
 			}
 		}
 	}
-	c.model = tune.New(c.consts, c.topo, mask)
+	c.model = tune.New(c.consts, c.topo, mask, c.tunerCfg)
 	return links
 }
 

@@ -61,6 +61,10 @@ type Params struct {
 	// means stderr.
 	DebugFile string
 
+	// TunerConfigFile is NCCL_TUNER_CONFIG_FILE: tuner config rows (rank
+	// 0's file is used by every rank); "" means none.
+	TunerConfigFile string
+
 	// TuneFile is CC_TUNE_FILE: the tuner's constants (rank 0's file is
 	// used by every rank); "" means the built-in ones.
 	TuneFile string

@@ -137,6 +137,14 @@ var knobs = append([]knob{
 	intKnob("CC_SHM_SPIN_US", "1000", 0, 100000, "microseconds a shared-memory wait polls before sleeping on a futex; with more ranks on the host than cores it yields the core between polls instead, for 2 ms",
 		func(p *Params, n int) { p.SHMSpin = time.Duration(n) * time.Microsecond }),
 	{
+		name: "NCCL_TUNER_CONFIG_FILE", kind: KindString, allowed: "a file path (CSV rows as NCCL's example tuner plugin reads them)",
+		doc: "rows that override the tuner for the calls they cover (collective, size range, algorithm, protocol, channels, nodes, ranks); read by rank 0 and sent to every rank at Init",
+		parse: func(p *Params, v string) error {
+			p.TunerConfigFile = v
+			return nil
+		},
+	},
+	{
 		name: "CC_TUNE_FILE", kind: KindString, allowed: "a file path (JSON as cc-perf tune --calibrate writes it)",
 		doc: "the tuner's constants, read by rank 0 and sent to every rank at Init; unset: the built-in ones",
 		parse: func(p *Params, v string) error {

@@ -26,14 +26,17 @@ type Mask [algos.NumColls][algos.NumAlgos][protocols.NumProtos]bool
 type Model struct {
 	c     *Consts
 	mask  Mask
+	cfg   *Config // NCCL_TUNER_CONFIG_FILE's rows, or nil
 	n     int
 	nodes int
 	steps [algos.NumColls][algos.NumAlgos]Steps
 }
 
-// New builds the model of the ranks of topo.
-func New(c *Consts, topo *algos.Topo, mask Mask) *Model {
-	m := &Model{c: c, mask: mask, n: topo.NRanks, nodes: topo.NHosts()}
+// New builds the model of the ranks of topo over the entries of mask; the
+// rows of cfg (a tuner config file; nil for none) override its choices
+// for the calls they cover.
+func New(c *Consts, topo *algos.Topo, mask Mask, cfg *Config) *Model {
+	m := &Model{c: c, mask: mask, cfg: cfg, n: topo.NRanks, nodes: topo.NHosts()}
 	for coll := range algos.Coll(algos.NumColls) {
 		for a := range algos.Algo(algos.NumAlgos) {
 			m.steps[coll][a] = StepsOf(coll, a, topo)
@@ -161,9 +164,13 @@ func (m *Model) Time(coll algos.Coll, a algos.Algo, p protocols.Proto, nbytes in
 
 // Choice is one entry of the model and its predicted time.
 type Choice struct {
-	Algo  algos.Algo
-	Proto protocols.Proto
-	Time  float64 // µs; -1: no entry
+	Algo     algos.Algo
+	Proto    protocols.Proto
+	Channels int
+	Time     float64 // µs; -1: no entry
+	// Line is the line of the tuner config file row that made the choice,
+	// or 0 when the model did.
+	Line int
 }
 
 func (c Choice) String() string {
@@ -178,24 +185,60 @@ func (c Choice) String() string {
 // algorithm-major in NCCL's order, then LL, LL128, Simple, a strict < so
 // that ties go to the lower index. With one rank it is the ring's Simple,
 // as NCCL's. When only is not negative, only that algorithm is considered
-// and the mask ignored (a communicator's own coordination).
+// and the mask and config file are ignored (a communicator's own
+// coordination). Otherwise the first config-file row that covers the call
+// and names an entry that may run replaces the model's choice (rows whose
+// entry may not run are skipped, as NCCL's example tuner plugin does);
+// its fields of -1 are the model's best among the entries that match the
+// others.
 func (m *Model) Decide(coll algos.Coll, nbytes int64, nch int, only algos.Algo) (best, next Choice) {
-	best, next = Choice{Time: -1}, Choice{Time: -1}
 	if m.n == 1 {
-		return Choice{Algo: algos.Ring, Proto: protocols.Simple, Time: m.c.Gamma[protocols.Simple]}, next
+		return Choice{Algo: algos.Ring, Proto: protocols.Simple, Channels: nch, Time: m.c.Gamma[protocols.Simple]}, Choice{Time: -1}
 	}
+	best, next = m.argmin(coll, nbytes, nch, only, KeepAlgo, KeepProto)
+	if only >= 0 || m.cfg == nil {
+		return best, next
+	}
+	for _, row := range m.cfg.Rows {
+		if !row.Covers(coll, nbytes, m.nodes, m.n) {
+			continue
+		}
+		ch := nch
+		if row.Channels > 0 {
+			ch = row.Channels
+		}
+		c, _ := m.argmin(coll, nbytes, ch, -1, row.Algo, row.Proto)
+		if c.Time < 0 {
+			continue
+		}
+		c.Line = row.Line
+		if c.Algo != best.Algo || c.Proto != best.Proto {
+			next = best
+		}
+		return c, next
+	}
+	return best, next
+}
+
+// argmin is Decide's search over the entries matching algo and proto
+// (KeepAlgo, KeepProto: any).
+func (m *Model) argmin(coll algos.Coll, nbytes int64, nch int, only, algo algos.Algo, proto protocols.Proto) (best, next Choice) {
+	best, next = Choice{Time: -1}, Choice{Time: -1}
 	for a := range algos.Algo(algos.NumAlgos) {
-		if only >= 0 && a != only {
+		if (only >= 0 && a != only) || (algo != KeepAlgo && a != algo) {
 			continue
 		}
 		for p := range protocols.Proto(protocols.NumProtos) {
+			if proto != KeepProto && p != proto {
+				continue
+			}
 			var t float64
 			if only >= 0 {
 				t = m.Lat(coll, a, p) + float64(nbytes)/(1000*m.BW(coll, a, p, nch))
 			} else if t = m.Time(coll, a, p, nbytes, nch); t < 0 {
 				continue
 			}
-			c := Choice{Algo: a, Proto: p, Time: t}
+			c := Choice{Algo: a, Proto: p, Channels: nch, Time: t}
 			switch {
 			case best.Time < 0 || t < best.Time:
 				best, next = c, best
