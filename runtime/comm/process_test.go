@@ -21,6 +21,34 @@ import (
 // childEnv selects what a re-executed test binary does as a rank.
 const childEnv = "CC_COMM_TEST_CHILD"
 
+// childModes are the modes in which a rank runs its collectives, then
+// prints "ok" and closes the communicator.
+var childModes = map[string]func(c *Comm) error{
+	"allreduce":        childAllReduceThrice,
+	"allreduce-matrix": childAllReduce,
+	"matrix":           childMatrix,
+	"decisions":        childDecisions,
+}
+
+// childAllReduceThrice runs three all-reduces of 64 Ki int32 and checks them.
+func childAllReduceThrice(c *Comm) error {
+	const count = 1 << 16
+	r, n := c.Rank(), c.NRanks()
+	send := i32s(count, func(i int) int32 { return input(r, i) })
+	recv := make([]byte, 4*count)
+	for range 3 {
+		if err := c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum); err != nil {
+			return err
+		}
+		for i := 0; i < count; i++ {
+			if got, want := getI32(recv, i), sumOver(n, i); got != want {
+				return fmt.Errorf("rank %d elem %d = %d, want %d", r, i, got, want)
+			}
+		}
+	}
+	return nil
+}
+
 // childMain is a rank in its own OS process: it joins the job from the
 // CC_* environment (as under ccrun) and runs the mode's collectives.
 func childMain() int {
@@ -32,52 +60,19 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		return 2
 	}
-	const count = 1 << 16
-	r, n := c.Rank(), c.NRanks()
-	send := i32s(count, func(i int) int32 { return input(r, i) })
-	recv := make([]byte, 4*count)
+	if run, ok := childModes[mode]; ok {
+		if err := run(c); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", mode, err)
+			return 3
+		}
+		fmt.Println("ok")
+		if err := c.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "close:", err)
+			return 5
+		}
+		return 0
+	}
 	switch mode {
-	case "allreduce":
-		for iter := 0; iter < 3; iter++ {
-			if err := c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum); err != nil {
-				fmt.Fprintln(os.Stderr, "allreduce:", err)
-				return 3
-			}
-			for i := 0; i < count; i++ {
-				if got, want := getI32(recv, i), sumOver(n, i); got != want {
-					fmt.Fprintf(os.Stderr, "rank %d elem %d = %d, want %d\n", r, i, got, want)
-					return 4
-				}
-			}
-		}
-		fmt.Println("ok")
-		if err := c.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "close:", err)
-			return 5
-		}
-		return 0
-	case "allreduce-matrix":
-		if err := childAllReduce(c); err != nil {
-			fmt.Fprintln(os.Stderr, "allreduce-matrix:", err)
-			return 3
-		}
-		fmt.Println("ok")
-		if err := c.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "close:", err)
-			return 5
-		}
-		return 0
-	case "matrix":
-		if err := childMatrix(c); err != nil {
-			fmt.Fprintln(os.Stderr, "matrix:", err)
-			return 3
-		}
-		fmt.Println("ok")
-		if err := c.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "close:", err)
-			return 5
-		}
-		return 0
 	case "shmbench":
 		if err := shmBenchChild(c); err != nil {
 			fmt.Fprintln(os.Stderr, "shmbench:", err)
@@ -91,6 +86,9 @@ func childMain() int {
 		}
 		return 0
 	case "forever":
+		const count = 1 << 16
+		send := i32s(count, func(i int) int32 { return input(c.Rank(), i) })
+		recv := make([]byte, 4*count)
 		fmt.Println("started")
 		for {
 			if err := c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum); err != nil {

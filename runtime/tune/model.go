@@ -2,6 +2,7 @@ package tune
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -9,8 +10,10 @@ import (
 )
 
 // Steps are the pipeline steps on the critical path of one chunk of a
-// collective: those between ranks of one host and those between hosts.
-type Steps struct{ Intra, Inter int }
+// collective: those between ranks of one host and those between hosts,
+// and, for algorithms whose ranks run many small steps in order (PAT:
+// NCCL's 2.8 µs x nRanks term), the number of those steps.
+type Steps struct{ Intra, Inter, Ops int }
 
 // Total is Intra + Inter.
 func (s Steps) Total() int { return s.Intra + s.Inter }
@@ -81,14 +84,15 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 		}
 		return Steps{Intra: total - inter, Inter: inter}
 	case a == algos.PAT && (coll == algos.ReduceScatter || coll == algos.AllGather):
-		// Every step of PAT's program waits for the one before it (the
-		// first is a send, as the ring's); with one rank per host (PAT's
-		// case) every step crosses hosts.
-		total := len(algos.PatSteps(algos.PatGeometry(n, 1<<20, 1), coll == algos.ReduceScatter)) - 1
+		// A piece crosses at most ceil(log2 n) links; the rank runs its
+		// program's steps in order (the first is a send, as the ring's).
+		// With one rank per host (PAT's case) every link crosses hosts.
+		depth := bits.Len(uint(n - 1))
+		ops := len(algos.PatSteps(algos.PatGeometry(n, 1<<20, 1), coll == algos.ReduceScatter)) - 1
 		if nodes > 1 {
-			return Steps{Inter: total}
+			return Steps{Inter: depth, Ops: ops}
 		}
-		return Steps{Intra: total}
+		return Steps{Intra: depth, Ops: ops}
 	}
 	return Steps{}
 }
@@ -125,7 +129,7 @@ func treeSteps(topo *algos.Topo) Steps {
 // cost plus every step of its critical path.
 func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
 	s := m.steps[coll][a]
-	return m.c.Gamma[p] + float64(s.Intra)*m.c.Alpha[SHM][p] + float64(s.Inter)*m.c.Alpha[Net][p]
+	return m.c.Gamma[p] + float64(s.Intra)*m.c.Alpha[SHM][p] + float64(s.Inter)*m.c.Alpha[Net][p] + float64(s.Ops)*m.c.OpCost
 }
 
 // BW returns the algorithm bandwidth of coll by (a, p) on nch channels, in

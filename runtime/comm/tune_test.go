@@ -1,0 +1,141 @@
+package comm
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
+)
+
+// childDecisions runs 30 all-gathers of growing sizes, hashes how each
+// ran (algorithm, protocol, channels), all-gathers the hashes and checks
+// that every rank's equals rank 0's; it prints the hash.
+func childDecisions(c *Comm) error {
+	h := fnv.New64a()
+	n := c.NRanks()
+	for i := range 30 {
+		count := 1 << (i % 20) >> 2
+		send, recv := make([]byte, 4*count), make([]byte, 4*n*count)
+		if err := c.AllGather(send, recv, count, reduce.Int32); err != nil {
+			return err
+		}
+		a, p, ch, _ := c.Ran()
+		fmt.Fprintf(h, "%d %s/%s/%d;", count, a, p, ch)
+	}
+	mine := binary.LittleEndian.AppendUint64(nil, h.Sum64())
+	all := make([]byte, 8*n)
+	if err := c.Control().AllGather(mine, all, 8, reduce.Uint8); err != nil {
+		return err
+	}
+	for r := range n {
+		if got := binary.LittleEndian.Uint64(all[8*r:]); got != h.Sum64() {
+			return fmt.Errorf("rank %d's decisions hash %x, rank %d's %x", r, got, c.Rank(), h.Sum64())
+		}
+	}
+	fmt.Printf("decisions %x\n", h.Sum64())
+	return nil
+}
+
+// decisionsHash runs the decisions mode on n ranks with env(r) and
+// returns the hash every rank printed (failing unless all printed it).
+func decisionsHash(t *testing.T, n int, env func(int) []string) string {
+	t.Helper()
+	procs := startRanks(t, n, "decisions", env)
+	var hash string
+	for r, p := range procs {
+		var line string
+		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { line = <-p.lines })
+		if !strings.HasPrefix(line, "decisions ") || (hash != "" && line != hash) {
+			t.Fatalf("rank %d printed %q, want the hash rank 0 printed (%q); stderr:\n%s", r, line, hash, p.cmd.Stderr.(*syncWriter).String())
+		}
+		hash = line
+	}
+	waitOK(t, procs)
+	return hash
+}
+
+// TestDecisionsAgree: every rank takes the tuner's decisions from rank 0's
+// constants: with CC_TUNE_FILE set on rank 0 only (the others name a file
+// that does not exist, which they never read), 30 all-gathers run the same
+// way on every rank (their hashes, all-gathered, are equal), and the
+// decisions differ from those of the built-in constants, so rank 0's file
+// was used.
+func TestDecisionsAgree(t *testing.T) {
+	c := tune.Default()
+	c.Source = "test: LL everywhere"
+	for cl := range c.Alpha {
+		c.Alpha[cl][0] = 0 // LL costs no latency ...
+		c.Beta[cl][0] = 1e6
+		c.BetaMax[cl][0] = 1e6 // ... and no bandwidth: the tuner always picks it
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "tune.json")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	hosts := func(r int) string { return fmt.Sprintf("CC_HOST_ID=h%d", r) } // TCP: the built-in constants pick LL128 and Simple
+	builtIn := decisionsHash(t, n, func(r int) []string { return []string{hosts(r)} })
+	fromRank0 := decisionsHash(t, n, func(r int) []string {
+		if r == 0 {
+			return []string{hosts(r), "CC_TUNE_FILE=" + file}
+		}
+		return []string{hosts(r), "CC_TUNE_FILE=/nonexistent/never-read.json"}
+	})
+	if builtIn == fromRank0 {
+		t.Errorf("rank 0's constants changed no decision (%s): were they used?", builtIn)
+	}
+}
+
+// TestRanksDisagreeOnProto: ranks started with different NCCL_PROTO fail
+// Init on every rank, naming the variable and both values.
+func TestRanksDisagreeOnProto(t *testing.T) {
+	procs := startRanks(t, 3, "allreduce-matrix", func(r int) []string {
+		if r == 1 {
+			return []string{"NCCL_PROTO=LL"}
+		}
+		return []string{"NCCL_PROTO=Simple"}
+	})
+	for r, p := range procs {
+		var err error
+		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { err = <-p.done; p.done <- err })
+		stderr := p.cmd.Stderr.(*syncWriter).String()
+		if err == nil || !strings.Contains(stderr, `NCCL_PROTO differs between ranks: "Simple" on rank 0 (host `) ||
+			!strings.Contains(stderr, `"LL" on rank 1`) {
+			t.Errorf("rank %d: exit %v, stderr:\n%s\nwant an init error naming NCCL_PROTO on every rank", r, err, stderr)
+		}
+	}
+}
+
+// TestBadTuneFile: rank 0's unreadable CC_TUNE_FILE or malformed
+// NCCL_TUNER_CONFIG_FILE fails Init on every rank with rank 0's message.
+func TestBadTuneFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.conf")
+	if err := os.WriteFile(bad, []byte("allreduce,0,100,ring,simple,0,-1,-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ env, want string }{
+		{"CC_TUNE_FILE=/nonexistent/tune.json", "rank 0: CC_TUNE_FILE: open /nonexistent/tune.json"},
+		{"NCCL_TUNER_CONFIG_FILE=" + bad, "rank 0: NCCL_TUNER_CONFIG_FILE: " + bad + `:1: channels "0"`},
+	} {
+		procs := startRanks(t, 2, "allreduce-matrix", func(int) []string { return []string{c.env} })
+		for r, p := range procs {
+			var err error
+			hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { err = <-p.done; p.done <- err })
+			if stderr := p.cmd.Stderr.(*syncWriter).String(); err == nil || !strings.Contains(stderr, c.want) {
+				t.Errorf("%s: rank %d: exit %v, stderr:\n%s\nwant %q", c.env, r, err, stderr, c.want)
+			}
+		}
+	}
+}
