@@ -83,6 +83,7 @@ type Comm struct {
 	allSHM   bool                  // every connection is shared memory: the protocol thresholds differ
 	algoErr  [algos.NumColls]error // why a collective cannot run (NCCL_ALGO, NCCL_PROTO, NCCL_PAT_ENABLE), or nil
 	consts   *tune.Consts          // rank 0's tuner constants
+	minCores int                   // the fewest cores of any rank's machine
 	tunerCfg *tune.Config          // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
 	model    *tune.Model           // the tuner, over the entries that may run
 
@@ -204,7 +205,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		c.warnf("counting cores: %v; assuming 1", err)
 		cores = 1
 	}
-	if err := c.agree(ctx, channelCount(p, cores)); err != nil {
+	if err := c.agree(ctx, channelCount(p, cores), cores); err != nil {
 		return err
 	}
 	hostIDs := make([]string, c.nranks)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -24,11 +23,13 @@ import (
 // agree exchanges through the bootstrap what every rank must share: the
 // settings of param.Agreed (a mismatch would make ranks run different
 // schedules and wait for each other forever, so it is an error on every
-// rank, naming the variable), and each rank's channel count proposal (its
+// rank, naming the variable), each rank's channel count proposal (its
 // cores and channel knobs), of which the communicator takes the smallest,
-// as NCCL does, so that hosts with different core counts agree.
-func (c *Comm) agree(ctx context.Context, channels int) error {
-	blob := append([]byte(strconv.Itoa(channels)+"\n"), c.tuneLine()...)
+// as NCCL does, so that hosts with different core counts agree, its cores
+// (the tuner's model knows whether a host has more ranks than the fewest
+// cores any rank has), and rank 0's tuner inputs.
+func (c *Comm) agree(ctx context.Context, channels, cores int) error {
+	blob := append([]byte(fmt.Sprintf("%d %d\n", channels, cores)), c.tuneLine()...)
 	blob = append(blob, '\n')
 	blob = append(blob, c.p.AgreedText()...)
 	parts, err := c.boot.AllGather(ctx, blob)
@@ -39,11 +40,14 @@ func (c *Comm) agree(ctx context.Context, channels int) error {
 	c.nchannels = channels
 	for r, part := range parts {
 		first, rest, ok := bytes.Cut(part, []byte("\n"))
-		n, err := strconv.Atoi(string(first))
-		if !ok || err != nil || n < 1 {
+		var n, cores int
+		if _, err := fmt.Sscanf(string(first), "%d %d", &n, &cores); !ok || err != nil || n < 1 || cores < 1 {
 			return fmt.Errorf("rank %d sent a malformed settings block (%q): is it running another version of cc?", r, first)
 		}
 		c.nchannels = min(c.nchannels, n)
+		if r == 0 || cores < c.minCores {
+			c.minCores = cores
+		}
 		tuneLine, rest, _ := bytes.Cut(rest, []byte("\n"))
 		if r == 0 {
 			if err := c.useTuneLine(tuneLine); err != nil {
@@ -158,7 +162,7 @@ func (c *Comm) pickAlgos() []algos.Link {
 			}
 		}
 	}
-	c.model = tune.New(c.consts, c.topo, mask, c.tunerCfg)
+	c.model = tune.New(c.consts, c.topo, mask, c.tunerCfg, c.topo.MaxPerHost() > c.minCores)
 	return links
 }
 

@@ -20,11 +20,14 @@ const (
 	SHM Class = iota
 	// Net is a link between hosts (TCP): NCCL's NET class.
 	Net
+	// SHMBusy is SHM on a host with more ranks than cores, where waiting
+	// ranks yield their core: every step pays for a reschedule.
+	SHMBusy
 	// NumClasses is the number of link classes.
-	NumClasses = 2
+	NumClasses = 3
 )
 
-var classNames = [NumClasses]string{"shm", "net"}
+var classNames = [NumClasses]string{"shm", "net", "shm-busy"}
 
 func (c Class) String() string { return classNames[c] }
 
@@ -44,6 +47,10 @@ type Consts struct {
 	// Gamma is the cost of a call besides its steps, in µs (NCCL's base
 	// latency: launch and hand-offs).
 	Gamma [protocols.NumProtos]float64
+	// AlgoLat is each algorithm's latency per call beyond its steps, in µs
+	// (NCCL's base latency per algorithm): the tree's and CTRING's lanes
+	// run on goroutines that must be woken.
+	AlgoLat [algos.NumAlgos]float64
 	// OpCost is the cost of one step of a program that runs many small
 	// steps in order (PAT), beyond its links' latencies, in µs.
 	OpCost float64
@@ -69,6 +76,9 @@ func Default() *Consts {
 	set(&c.Alpha[SHM], 0.30, 0.32, 0.30)
 	set(&c.Beta[SHM], 0.55, 2.6, 5.0)
 	set(&c.BetaMax[SHM], 0.8, 3.9, 7.5)
+	set(&c.Alpha[SHMBusy], 2.0, 5.0, 4.5)
+	set(&c.Beta[SHMBusy], 0.25, 1.2, 2.0)
+	set(&c.BetaMax[SHMBusy], 0.3, 1.4, 2.4)
 	set(&c.Alpha[Net], 10.5, 10, 50)
 	set(&c.Beta[Net], 0.22, 0.95, 1.15)
 	set(&c.BetaMax[Net], 0.33, 1.4, 1.7)
@@ -78,6 +88,8 @@ func Default() *Consts {
 	c.Eff[algos.Tree] = 0.85
 	c.Eff[algos.PAT] = 0.75
 	c.Eff[algos.CTRing] = 0.9
+	c.AlgoLat[algos.Tree] = 15
+	c.AlgoLat[algos.CTRing] = 30
 	return c
 }
 
@@ -109,6 +121,9 @@ func (c *Consts) Check() error {
 		if !(e >= 0 && e <= 2) {
 			return fmt.Errorf("efficiency %s = %v: want 0..2", algos.Algo(a), e)
 		}
+		if l := c.AlgoLat[a]; !(l >= 0) || math.IsInf(l, 0) {
+			return fmt.Errorf("algo_lat %s = %v µs: want a finite latency >= 0", algos.Algo(a), l)
+		}
 	}
 	return nil
 }
@@ -122,16 +137,20 @@ type constsFile struct {
 	Gamma      map[string]float64            `json:"gamma_us"`
 	OpCost     float64                       `json:"op_cost_us"`
 	Efficiency map[string]float64            `json:"efficiency"`
+	AlgoLat    map[string]float64            `json:"algo_lat_us"`
 }
 
 // MarshalJSON writes the tables keyed by class, protocol and algorithm
 // names.
 func (c *Consts) MarshalJSON() ([]byte, error) {
 	f := constsFile{Source: c.Source, Alpha: perClass(&c.Alpha), Beta: perClass(&c.Beta), BetaMax: perClass(&c.BetaMax),
-		Gamma: perProto(&c.Gamma), OpCost: c.OpCost, Efficiency: map[string]float64{}}
+		Gamma: perProto(&c.Gamma), OpCost: c.OpCost, Efficiency: map[string]float64{}, AlgoLat: map[string]float64{}}
 	for a, e := range c.Eff {
 		if e != 0 {
 			f.Efficiency[algos.Algo(a).String()] = e
+		}
+		if l := c.AlgoLat[a]; l != 0 {
+			f.AlgoLat[algos.Algo(a).String()] = l
 		}
 	}
 	return json.Marshal(f)
@@ -154,7 +173,7 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 		dst  *[NumClasses][protocols.NumProtos]float64
 	}{{"alpha_us", f.Alpha, &n.Alpha}, {"beta_gbs", f.Beta, &n.Beta}, {"beta_max_gbs", f.BetaMax, &n.BetaMax}} {
 		if len(t.m) != NumClasses {
-			return fmt.Errorf("%s: want the classes %s and %s", t.name, SHM, Net)
+			return fmt.Errorf("%s: want the classes %s, %s and %s", t.name, SHM, Net, SHMBusy)
 		}
 		for cl := range Class(NumClasses) {
 			if err := fromProtos(t.name+"."+cl.String(), t.m[cl.String()], &t.dst[cl]); err != nil {
@@ -165,17 +184,23 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 	if err := fromProtos("gamma_us", f.Gamma, &n.Gamma); err != nil {
 		return err
 	}
-	for name, e := range f.Efficiency {
-		a := -1
-		for i := range algos.NumAlgos {
-			if algos.Algo(i).String() == name {
-				a = i
+	for _, t := range []struct {
+		name string
+		m    map[string]float64
+		dst  *[algos.NumAlgos]float64
+	}{{"efficiency", f.Efficiency, &n.Eff}, {"algo_lat_us", f.AlgoLat, &n.AlgoLat}} {
+		for name, v := range t.m {
+			a := -1
+			for i := range algos.NumAlgos {
+				if algos.Algo(i).String() == name {
+					a = i
+				}
 			}
+			if a < 0 {
+				return fmt.Errorf("%s: unknown algorithm %q", t.name, name)
+			}
+			t.dst[a] = v
 		}
-		if a < 0 {
-			return fmt.Errorf("efficiency: unknown algorithm %q", name)
-		}
-		n.Eff[a] = e
 	}
 	*c = n
 	return nil

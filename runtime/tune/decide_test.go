@@ -38,7 +38,7 @@ func decisionLines() []string {
 		{64, 8}, {64, 64}, {128, 16}, {256, 64}, {1024, 64}} {
 		n, hosts := shape[0], shape[1]
 		topo := algos.BlockTopo(hosts, n/hosts)
-		m := New(Default(), topo, fullMask(topo), nil)
+		m := New(Default(), topo, fullMask(topo), nil, false)
 		for coll := range algos.Coll(algos.NumColls) {
 			for size := int64(8); size <= 1<<30; size *= 4 {
 				best, next := m.Decide(coll, size, 1, -1)
@@ -84,7 +84,7 @@ func TestDecisionsGolden(t *testing.T) {
 func TestDecideIsArgmin(t *testing.T) {
 	for _, shape := range [][2]int{{2, 2}, {4, 1}, {8, 4}, {16, 16}} {
 		topo := algos.BlockTopo(shape[1], shape[0]/shape[1])
-		m := New(Default(), topo, fullMask(topo), nil)
+		m := New(Default(), topo, fullMask(topo), nil, false)
 		for coll := range algos.Coll(algos.NumColls) {
 			for size := int64(1); size <= 1<<30; size *= 2 {
 				var times []Choice
@@ -121,7 +121,7 @@ func TestMask(t *testing.T) {
 	for p := range protocols.Proto(protocols.NumProtos) {
 		m[algos.AllReduce][algos.Tree][p] = true
 	}
-	model := New(Default(), topo, m, nil)
+	model := New(Default(), topo, m, nil, false)
 	if best, _ := model.Decide(algos.AllReduce, 1<<20, 1, -1); best.Algo != algos.Tree {
 		t.Errorf("AllReduce with only the tree allowed ran %v", best)
 	}
@@ -129,10 +129,10 @@ func TestMask(t *testing.T) {
 		t.Errorf("AllGather with nothing allowed got %v, want none", best)
 	}
 	full := fullMask(topo)
-	withPAT := New(Default(), topo, full, nil)
+	withPAT := New(Default(), topo, full, nil, false)
 	best, _ := withPAT.Decide(algos.ReduceScatter, 64, 1, -1)
 	full[algos.ReduceScatter][algos.PAT][protocols.Simple] = false
-	without := New(Default(), topo, full, nil)
+	without := New(Default(), topo, full, nil, false)
 	other, _ := without.Decide(algos.ReduceScatter, 64, 1, -1)
 	if other.Algo == algos.PAT || (best.Algo == algos.PAT && other == best) {
 		t.Errorf("PAT masked off: got %v (with PAT: %v)", other, best)
@@ -151,7 +151,7 @@ func TestConfigOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Default(), topo, fullMask(topo), cfg)
+	m := New(Default(), topo, fullMask(topo), cfg, false)
 	if got, _ := m.Decide(algos.AllReduce, 512, 1, -1); got.Algo != algos.Tree || got.Proto != protocols.LL || got.Channels != 2 || got.Line != 1 {
 		t.Errorf("512 B: %+v, want Tree/LL on 2 channels from line 1", got)
 	}

@@ -32,14 +32,21 @@ type Model struct {
 	cfg   *Config // NCCL_TUNER_CONFIG_FILE's rows, or nil
 	n     int
 	nodes int
+	intra Class // SHM, or SHMBusy on hosts with more ranks than cores
 	steps [algos.NumColls][algos.NumAlgos]Steps
 }
 
 // New builds the model of the ranks of topo over the entries of mask; the
 // rows of cfg (a tuner config file; nil for none) override its choices
 // for the calls they cover.
-func New(c *Consts, topo *algos.Topo, mask Mask, cfg *Config) *Model {
-	m := &Model{c: c, mask: mask, cfg: cfg, n: topo.NRanks, nodes: topo.NHosts()}
+//
+// busy says that a host has more ranks than cores: steps inside hosts then
+// cost the SHMBusy class's latency and bandwidth.
+func New(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, busy bool) *Model {
+	m := &Model{c: c, mask: mask, cfg: cfg, n: topo.NRanks, nodes: topo.NHosts(), intra: SHM}
+	if busy {
+		m.intra = SHMBusy
+	}
 	for coll := range algos.Coll(algos.NumColls) {
 		for a := range algos.Algo(algos.NumAlgos) {
 			m.steps[coll][a] = StepsOf(coll, a, topo)
@@ -129,14 +136,14 @@ func treeSteps(topo *algos.Topo) Steps {
 // cost plus every step of its critical path.
 func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
 	s := m.steps[coll][a]
-	return m.c.Gamma[p] + float64(s.Intra)*m.c.Alpha[SHM][p] + float64(s.Inter)*m.c.Alpha[Net][p] + float64(s.Ops)*m.c.OpCost
+	return m.c.Gamma[p] + m.c.AlgoLat[a] + float64(s.Intra)*m.c.Alpha[m.intra][p] + float64(s.Inter)*m.c.Alpha[Net][p] + float64(s.Ops)*m.c.OpCost
 }
 
 // BW returns the algorithm bandwidth of coll by (a, p) on nch channels, in
 // GB/s: the slowest class's bandwidth for nch channels (up to its ceiling),
 // times the algorithm's efficiency and the ring's bus-to-algorithm factor.
 func (m *Model) BW(coll algos.Coll, a algos.Algo, p protocols.Proto, nch int) float64 {
-	cl := SHM
+	cl := m.intra
 	if m.nodes > 1 {
 		cl = Net
 	}
