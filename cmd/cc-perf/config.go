@@ -105,8 +105,9 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 		Iters: f.iters, Warmup: f.warmup, Agg: f.agg, Cycles: f.cycles, Check: f.check, Unalign: f.unalign,
 		Blocking: f.blocking, Average: f.average,
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
-		Timeout: time.Duration(f.timeout) * time.Second,
-		Algo:    algo,
+		Timeout:  time.Duration(f.timeout) * time.Second,
+		Algo:     algo,
+		ShowAlgo: f.showAlgo == 1,
 	}
 	c.header = report.Header{
 		Program: coll.Name + "_perf", Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
@@ -116,7 +117,7 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 	}
 	c.format = report.Format{
 		Legacy: f.legacy, CPUTime: f.cpuTime == 1, Timestamps: f.timestamps == 1,
-		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
+		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip, Algo: f.showAlgo == 1,
 	}
 	return c, nil
 }

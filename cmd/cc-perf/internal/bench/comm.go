@@ -1,6 +1,10 @@
 package bench
 
-import "github.com/seed-760dd1f1/cc/runtime/reduce"
+import (
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
 
 // Communicator is what bench needs from one rank's communicator; the
 // runtime's *comm.Comm satisfies it. Methods are called from one goroutine
@@ -32,4 +36,13 @@ type Control interface {
 	AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error
 	AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error
 	Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error
+}
+
+// Tuned is what a communicator whose collectives the runtime's tuner
+// decides tells about its choices (runtime/comm, plan.go); *comm.Comm
+// implements it. The -A columns need it. Called from the rank's goroutine.
+type Tuned interface {
+	// Ran says how the last collective call (not a Control call) ran and
+	// the model's prediction for it in µs.
+	Ran() (algo algos.Algo, proto protocols.Proto, channels int, predicted float64)
 }

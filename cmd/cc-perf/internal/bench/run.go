@@ -39,6 +39,10 @@ type Options struct {
 	PerIter     bool // -I: per-iteration statistics
 	PerIterSkip int  // -K: leading iterations left out of them
 
+	// ShowAlgo is -A: record in each half how the runtime ran its timed
+	// calls (Half.Ran), from communicators that implement Tuned.
+	ShowAlgo bool
+
 	// Timeout is -T: a warmup or a half-row that runs longer aborts every
 	// rank of the job and Run returns a *TimeoutError. 0: no limit.
 	Timeout time.Duration
