@@ -33,6 +33,7 @@ type rank struct {
 	root   int
 	elt    int64
 	counts Counts
+	config string // Tune: the configuration being measured, for timeouts
 
 	rep     uint64 // check seeds, advanced in step on every rank
 	oob     int64  // halves with a wrong element on this rank
@@ -201,6 +202,9 @@ func (k *rank) phase(what string) string {
 	}
 	if k.root >= 0 {
 		s += fmt.Sprintf(" root %d", k.root)
+	}
+	if k.config != "" {
+		what += " " + k.config
 	}
 	return fmt.Sprintf("%s, %d bytes, %s", s, k.counts.Bytes(k.elt), what)
 }
