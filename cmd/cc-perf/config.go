@@ -54,16 +54,9 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 	if err := f.gpuOnly(changed); err != nil {
 		return nil, err
 	}
-	min, max, step := int64(f.minBytes), int64(f.maxBytes), int64(f.step)
-	if min > max {
-		return nil, usagef("-b/--minbytes %d is larger than -e/--maxbytes %d: want minbytes <= maxbytes", min, max)
-	}
-	factor := int64(f.stepFactor)
-	if factor <= 1 && step == 0 && min < max {
-		return nil, usagef("-i/--stepbytes 0 with -f/--stepfactor %d never reaches -e/--maxbytes: want -i > 0, or -f >= 2", factor)
-	}
-	if factor > 1 && min == 0 && max > 0 {
-		return nil, usagef("-b/--minbytes 0 with -f/--stepfactor %d never grows: want -b >= 1, or -f 1 with -i", factor)
+	min, max, step, factor := int64(f.minBytes), int64(f.maxBytes), int64(f.step), int64(f.stepFactor)
+	if err := checkSweep(min, max, step, factor); err != nil {
+		return nil, err
 	}
 	if f.perIter == 1 && f.perIterSkip >= f.iters {
 		return nil, usagef("-K/--per_iter_skip %d leaves none of the %d iterations (-n) for -I: want -K < -n", f.perIterSkip, f.iters)
@@ -105,8 +98,9 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 		Iters: f.iters, Warmup: f.warmup, Agg: f.agg, Cycles: f.cycles, Check: f.check, Unalign: f.unalign,
 		Blocking: f.blocking, Average: f.average,
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
-		Timeout: time.Duration(f.timeout) * time.Second,
-		Algo:    algo,
+		Timeout:  time.Duration(f.timeout) * time.Second,
+		Algo:     algo,
+		ShowAlgo: f.showAlgo == 1,
 	}
 	c.header = report.Header{
 		Program: coll.Name + "_perf", Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
@@ -116,9 +110,23 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 	}
 	c.format = report.Format{
 		Legacy: f.legacy, CPUTime: f.cpuTime == 1, Timestamps: f.timestamps == 1,
-		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
+		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip, Algo: f.showAlgo == 1,
 	}
 	return c, nil
+}
+
+// checkSweep rejects a -b -e -i -f sweep that is empty or never ends.
+func checkSweep(min, max, step, factor int64) error {
+	if min > max {
+		return usagef("-b/--minbytes %d is larger than -e/--maxbytes %d: want minbytes <= maxbytes", min, max)
+	}
+	if factor <= 1 && step == 0 && min < max {
+		return usagef("-i/--stepbytes 0 with -f/--stepfactor %d never reaches -e/--maxbytes: want -i > 0, or -f >= 2", factor)
+	}
+	if factor > 1 && min == 0 && max > 0 {
+		return usagef("-b/--minbytes 0 with -f/--stepfactor %d never grows: want -b >= 1, or -f 1 with -i", factor)
+	}
+	return nil
 }
 
 // gpuOnly rejects the flags that only mean something on GPUs, saying why.

@@ -31,6 +31,7 @@ type flags struct {
 	perIter, perIterSkip       int
 	outputFile, outputFormat   string
 	legacy                     bool
+	showAlgo                   int // -A, rccl-tests' --output_algo_proto_channels
 }
 
 func defaultFlags() flags {
@@ -189,6 +190,7 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	i(&f.perIter, "per_iter_timing", "I", 0, 1, "1: add i_min i_max i_p99 i_cv% columns (per-iteration times, slowest rank)")
 	i(&f.perIterSkip, "per_iter_skip", "K", 0, unlimited, "leave the first K iterations out of the -I statistics")
 	fs.StringVarP(&f.outputFormat, "output_format", "Z", "", "format of the output file: json or csv (rccl-tests); default from its extension")
+	i(&f.showAlgo, "output_algo_proto_channels", "A", 0, 1, "1: add algo proto nchannels columns after the in-place half: how the runtime ran the timed calls (rccl-tests' -A; N/A for collectives made of point-to-point calls)")
 	fs.BoolVar(&f.legacy, "legacy-format", false, "print numbers in the pre-2.17 nccl-tests / rccl-tests style (%6.2f bandwidths, %5g #wrong)")
 	// nccl-tests' other long name of -M.
 	i(&f.memory, "memory_report", "", 0, 1, "same as --memory")

@@ -502,3 +502,29 @@ func TestRedact(t *testing.T) {
 		t.Errorf("redact = %v, want %v", got, want)
 	}
 }
+
+// TestShowAlgo runs -A on the real runtime: three more columns naming an
+// algorithm and protocol the runtime has and a channel count; N/A for a
+// collective of point-to-point calls.
+func TestShowAlgo(t *testing.T) {
+	r := runCmd(t, nil, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "64K", "-f", "16", "-n", "2", "-A", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	tb := parseTable(t, r.stdout)
+	if len(tb.rows) != 4 || !strings.Contains(r.stdout, "#wrong      algo   proto  nchannels \n") {
+		t.Fatalf("want 4 rows under an algo proto nchannels header:\n%s", r.stdout)
+	}
+	for _, f := range tb.rows {
+		if len(f) != 16 || !strings.Contains(" Ring Tree CTRing ", " "+f[13]+" ") || !strings.Contains(" LL LL128 Simple ", " "+f[14]+" ") {
+			t.Errorf("row %q: want 16 fields ending in algo, proto, channels", f)
+		}
+		if ch, err := strconv.Atoi(f[15]); err != nil || ch < 1 {
+			t.Errorf("row %q: channels %q", f, f[15])
+		}
+	}
+	r = runCmd(t, nil, "cc-perf", "alltoall", "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-A", "1")
+	if tb := parseTable(t, r.stdout); r.code != 0 || len(tb.rows) != 1 || strings.Join(tb.rows[0][13:], " ") != "N/A N/A N/A" {
+		t.Errorf("alltoall -A 1: exit %d, rows %q", r.code, tb.rows)
+	}
+}

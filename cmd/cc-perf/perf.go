@@ -26,23 +26,14 @@ var _ bench.Communicator = benchComm{}
 
 // perf runs one benchmark: join or create the ranks, measure, report.
 func perf(ctx context.Context, cfg *config, e *env) error {
-	params, err := param.Load(e.lookup)
+	params, id, nranks, err := discover(e, cfg.header.NThreads, cfg.header.NGpus)
 	if err != nil {
-		return cli.WithCode(exitUsage, err)
+		return err
 	}
-	id, err := bootstrap.Discover(e.lookup)
-	if err != nil {
-		return cli.WithCode(exitUsage, err)
-	}
-	launched := id.NRanks > 1 || id.RootAddr != ""
-	if launched && strings.HasPrefix(id.Source, "ccrun") && cfg.ranksPerProc > 1 {
-		return usagef("-t %d -g %d under ccrun: ccrun's root expects one rank per process; use ccrun -np for more ranks", cfg.header.NThreads, cfg.header.NGpus)
-	}
-	nranks := id.NRanks * cfg.ranksPerProc
 	if err := cfg.checkRanks(nranks); err != nil {
 		return err
 	}
-	if err := checkMemory(cfg, e.readFile); err != nil {
+	if err := checkMemory(cfg.bench, cfg.ranksPerProc, e.readFile); err != nil {
 		return err
 	}
 
@@ -138,6 +129,25 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	return nil
 }
 
+// discover reads the runtime's settings and this process's place in the
+// job, which runs nthreads x ngpus ranks per process, and returns the job's
+// rank count.
+func discover(e *env, nthreads, ngpus int) (*param.Params, bootstrap.Identity, int, error) {
+	params, err := param.Load(e.lookup)
+	if err != nil {
+		return nil, bootstrap.Identity{}, 0, cli.WithCode(exitUsage, err)
+	}
+	id, err := bootstrap.Discover(e.lookup)
+	if err != nil {
+		return nil, id, 0, cli.WithCode(exitUsage, err)
+	}
+	launched := id.NRanks > 1 || id.RootAddr != ""
+	if launched && strings.HasPrefix(id.Source, "ccrun") && nthreads*ngpus > 1 {
+		return nil, id, 0, usagef("-t %d -g %d under ccrun: ccrun's root expects one rank per process; use ccrun -np for more ranks", nthreads, ngpus)
+	}
+	return params, id, id.NRanks * nthreads * ngpus, nil
+}
+
 // failed reports what stopped the run on the table (rank 0's process) and
 // returns the error with its exit status: 4 for a timeout anywhere in the
 // job, 128+n for a signal, 3 for a runtime failure.
@@ -220,16 +230,17 @@ func closeComms(comms []*comm.Comm) {
 	wg.Wait()
 }
 
-// checkMemory refuses a -e that this process's buffers cannot fit in.
-func checkMemory(cfg *config, readFile func(string) ([]byte, error)) error {
+// checkMemory refuses a -e that the buffers of this process's perProc ranks
+// cannot fit in.
+func checkMemory(o bench.Options, perProc int, readFile func(string) ([]byte, error)) error {
 	avail, ok := availableMemory(readFile)
 	if !ok {
 		return nil
 	}
-	need := bench.BufferBytes(cfg.bench) * int64(cfg.ranksPerProc)
+	need := bench.BufferBytes(o) * int64(perProc)
 	if need > avail {
 		return usagef("-e/--maxbytes %d needs %s of buffers for the %d rank(s) of this process, but %s of memory is available: lower -e (or -t, -g, -c)",
-			cfg.bench.MaxBytes, gib(need), cfg.ranksPerProc, gib(avail))
+			o.MaxBytes, gib(need), perProc, gib(avail))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -18,17 +19,22 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 	readme := string(b)
 	root := newRoot(&env{lookup: func(string) (string, bool) { return "", false }})
 	seen := map[string]bool{}
-	for _, cmd := range root.Commands() {
+	var visit func(cmd *cobra.Command)
+	visit = func(cmd *cobra.Command) {
 		cmd.Flags().VisitAll(func(f *pflag.Flag) {
 			if seen[f.Name] || f.Name == "help" {
 				return
 			}
 			seen[f.Name] = true
 			if !strings.Contains(readme, "--"+f.Name) {
-				t.Errorf("README.md does not document cc-perf --%s", f.Name)
+				t.Errorf("README.md does not document cc-perf %s --%s", cmd.Name(), f.Name)
 			}
 		})
+		for _, sub := range cmd.Commands() {
+			visit(sub)
+		}
 	}
+	visit(root)
 	if len(seen) < 20 {
 		t.Fatalf("found only %d flags; the test is not seeing the commands", len(seen))
 	}

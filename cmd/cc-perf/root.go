@@ -27,6 +27,9 @@ type env struct {
 	stderr   io.Writer
 	viper    *viper.Viper // the binary's one viper instance
 	readFile func(string) ([]byte, error)
+	// isTerminal reports whether a stream is a terminal (tune's progress
+	// line); nil means never.
+	isTerminal func(io.Writer) bool
 }
 
 // run is the whole program (see cli.RunFunc).
@@ -34,16 +37,23 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	e := &env{
 		args: args, environ: environ, lookup: cli.Lookup(environ),
 		stdout: stdout, stderr: stderr,
-		viper:    cli.NewViper(envPrefix, environ),
-		readFile: os.ReadFile,
+		viper:      cli.NewViper(envPrefix, environ),
+		readFile:   os.ReadFile,
+		isTerminal: terminal,
 	}
+	return execute(ctx, e)
+}
+
+// execute runs the command line e.args with e's streams and environment.
+func execute(ctx context.Context, e *env) int {
+	args := e.args
 	argv := args[1:]
 	if c := collOfProgram(filepath.Base(args[0])); c != nil {
 		argv = append([]string{c.Name}, argv...)
 	}
 	cmd := newRoot(e)
 	cmd.SetArgs(argv)
-	return cli.Fail(stderr, "cc-perf", cmd.ExecuteContext(ctx))
+	return cli.Fail(e.stderr, "cc-perf", cmd.ExecuteContext(ctx))
 }
 
 // collOfProgram recognises nccl-tests' binary names, with any suffix
@@ -73,7 +83,11 @@ flags, table, bandwidth formulas, data check and exit statuses.
   ccrun -np 8 cc-perf all_reduce -b 8 -e 1G -f 2  eight processes
 
 Each subcommand is also reachable as <name>_perf, or by invoking the binary
-through a symlink named like an nccl-tests binary (all_reduce_perf ...).`
+through a symlink named like an nccl-tests binary (all_reduce_perf ...).
+
+  cc-perf tune all_reduce -t 2 -b 8 -e 64M -f 4   the tuner's picks against
+                                                  every algorithm and protocol
+                                                  (cc-perf tune -h)`
 
 func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
@@ -97,6 +111,7 @@ func newRoot(e *env) *cobra.Command {
 	for _, c := range bench.Collectives {
 		root.AddCommand(newCollCmd(c, e))
 	}
+	root.AddCommand(newTuneCmd(e))
 	return root
 }
 

@@ -1,6 +1,10 @@
 package bench
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/seed-760dd1f1/cc/algos"
+)
 
 // Coll describes one nccl-tests benchmark (src/<name>.cu): how a swept size
 // becomes per-rank counts, how time becomes bandwidth, and what the op and
@@ -32,6 +36,10 @@ type Coll struct {
 	busFactor func(n int64) float64
 
 	kind collKind
+	// fn is the runtime collective every call is, when tuned is set; the
+	// other benchmarks are made of point-to-point calls.
+	fn    algos.Coll
+	tuned bool
 }
 
 // Counts are the element counts of one call on one rank, nccl-tests'
@@ -87,13 +95,13 @@ func ringFactor(n int64) float64 { return float64(n-1) / float64(n) }
 // Collectives is every benchmark, in nccl-tests' Makefile order.
 var Collectives = []*Coll{
 	{
-		Name: "all_reduce", kind: kindAllReduce, Reduces: true, InPlaceChecked: true,
+		Name: "all_reduce", kind: kindAllReduce, fn: algos.AllReduce, tuned: true, Reduces: true, InPlaceChecked: true,
 		counts: whole, algFactor: one,
 		// 2(n-1)/n: a reduce-scatter then an all-gather, each moving (n-1)/n.
 		busFactor: func(n int64) float64 { return float64(2*(n-1)) / float64(n) },
 	},
 	{
-		Name: "all_gather", kind: kindAllGather, InPlaceChecked: true, NoneOp: "none",
+		Name: "all_gather", kind: kindAllGather, fn: algos.AllGather, tuned: true, InPlaceChecked: true, NoneOp: "none",
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b, Recv: b * n, Param: b, SendInPlaceOffset: b}
@@ -101,11 +109,11 @@ var Collectives = []*Coll{
 		algFactor: all, busFactor: ringFactor,
 	},
 	{
-		Name: "broadcast", kind: kindBroadcast, Rooted: true, InPlaceChecked: true, NoneOp: "none",
+		Name: "broadcast", kind: kindBroadcast, fn: algos.Broadcast, tuned: true, Rooted: true, InPlaceChecked: true, NoneOp: "none",
 		counts: whole, algFactor: one, busFactor: unit,
 	},
 	{
-		Name: "reduce_scatter", kind: kindReduceScatter, Reduces: true, InPlaceChecked: true,
+		Name: "reduce_scatter", kind: kindReduceScatter, fn: algos.ReduceScatter, tuned: true, Reduces: true, InPlaceChecked: true,
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b * n, Recv: b, Param: b, RecvInPlaceOffset: b}
@@ -113,7 +121,7 @@ var Collectives = []*Coll{
 		algFactor: all, busFactor: ringFactor,
 	},
 	{
-		Name: "reduce", kind: kindReduce, Reduces: true, Rooted: true, InPlaceChecked: true,
+		Name: "reduce", kind: kindReduce, fn: algos.Reduce, tuned: true, Reduces: true, Rooted: true, InPlaceChecked: true,
 		counts: whole, algFactor: one, busFactor: unit,
 	},
 	{
@@ -190,6 +198,12 @@ func (c *Coll) Bandwidth(param, elt int64, n int, algo string, sec float64) (alg
 	algBW = c.AlgBytes(param, elt, n) / 1e9 / sec
 	return algBW, algBW * c.BusFactor(n, algo)
 }
+
+// Func returns the runtime collective the benchmark's calls are, whose
+// algorithm, protocol and channels the runtime's tuner chooses; false for
+// the benchmarks made of point-to-point calls (alltoall, scatter, gather,
+// sendrecv, hypercube).
+func (c *Coll) Func() (algos.Coll, bool) { return c.fn, c.tuned }
 
 // OpColumn is what the redop column prints when the benchmark runs op.
 func (c *Coll) OpColumn(op string) string {

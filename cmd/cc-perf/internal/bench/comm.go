@@ -1,6 +1,11 @@
 package bench
 
-import "github.com/seed-760dd1f1/cc/runtime/reduce"
+import (
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
+)
 
 // Communicator is what bench needs from one rank's communicator; the
 // runtime's *comm.Comm satisfies it. Methods are called from one goroutine
@@ -32,4 +37,22 @@ type Control interface {
 	AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error
 	AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error
 	Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error
+}
+
+// Tuned is what a communicator whose collectives the runtime's tuner
+// decides tells and lets a caller force (runtime/comm, plan.go); *comm.Comm
+// implements it. The -A columns need Ran; [Tune] needs all of it. Every
+// method is called from the rank's own goroutine.
+type Tuned interface {
+	// Ran says how the last collective call (not a Control call) ran and
+	// the model's prediction for it in µs.
+	Ran() (algo algos.Algo, proto protocols.Proto, channels int, predicted float64)
+	// Force makes the following collective calls run with a, p and ch
+	// channels (0: the communicator's choice); every rank forces the same.
+	Force(a algos.Algo, p protocols.Proto, ch int) error
+	// ForceNone gives the choice back to the tuner.
+	ForceNone()
+	// Entries lists the (algorithm, protocol) pairs kind may run with, in
+	// NCCL's order.
+	Entries(kind algos.Coll) []tune.Choice
 }

@@ -33,6 +33,7 @@ type rank struct {
 	root   int
 	elt    int64
 	counts Counts
+	config string // Tune: the configuration being measured, for timeouts
 
 	rep     uint64 // check seeds, advanced in step on every rank
 	oob     int64  // halves with a wrong element on this rank
@@ -202,6 +203,9 @@ func (k *rank) phase(what string) string {
 	if k.root >= 0 {
 		s += fmt.Sprintf(" root %d", k.root)
 	}
+	if k.config != "" {
+		what += " " + k.config
+	}
 	return fmt.Sprintf("%s, %d bytes, %s", s, k.counts.Bytes(k.elt), what)
 }
 
@@ -311,6 +315,9 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 	if !perIter {
 		total = time.Since(loop0)
 	}
+	if o.ShowAlgo {
+		h.Ran = k.ran()
+	}
 	sec, err := k.combineTime(total.Seconds() / float64(o.Iters*o.Agg))
 	if err != nil {
 		return h, err
@@ -352,6 +359,17 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 	k.bwSum += h.BusBW
 	k.bwCount++
 	return h, nil
+}
+
+// ran asks the communicator how the last measured call ran; nil when it
+// cannot tell or the collective is made of point-to-point calls.
+func (k *rank) ran() *Ran {
+	t, ok := k.c.(Tuned)
+	if _, tuned := k.coll.Func(); !ok || !tuned {
+		return nil
+	}
+	a, p, ch, _ := t.Ran()
+	return &Ran{Algo: a, Proto: p, Channels: ch}
 }
 
 // iterStats summarises per-iteration times (seconds), skipping the first skip.

@@ -1,6 +1,12 @@
 package bench
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
 
 // Result is one row of the nccl-tests table: one message size of one
 // (data type, op, root) combination, measured out of place and in place.
@@ -25,7 +31,22 @@ type Half struct {
 	Checked bool       // the data was checked; false prints N/A
 	Wrong   int64      // wrong elements summed over every rank (when Checked)
 	Iter    *IterStats // per-iteration statistics (-I), else nil
+	// Ran is how the runtime ran the timed calls (-A), as rank 0's
+	// communicator reports it; nil without -A and for collectives made of
+	// point-to-point calls, whose algorithm nothing chooses.
+	Ran *Ran
 }
+
+// Ran is how the runtime ran a collective call: its algorithm, protocol
+// and channel count (Tuned.Ran).
+type Ran struct {
+	Algo     algos.Algo
+	Proto    protocols.Proto
+	Channels int
+}
+
+// String is "algo/proto/channels", e.g. "Ring/LL128/1".
+func (r Ran) String() string { return fmt.Sprintf("%s/%s/%d", r.Algo, r.Proto, r.Channels) }
 
 // IterStats summarises the per-iteration times of one half (-I). Each
 // iteration's time is the slowest rank's; statistics skip the first Skipped.

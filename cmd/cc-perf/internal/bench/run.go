@@ -39,6 +39,10 @@ type Options struct {
 	PerIter     bool // -I: per-iteration statistics
 	PerIterSkip int  // -K: leading iterations left out of them
 
+	// ShowAlgo is -A: record in each half how the runtime ran its timed
+	// calls (Half.Ran), from communicators that implement Tuned.
+	ShowAlgo bool
+
 	// Timeout is -T: a warmup or a half-row that runs longer aborts every
 	// rank of the job and Run returns a *TimeoutError. 0: no limit.
 	Timeout time.Duration
@@ -98,6 +102,27 @@ func Run(ctx context.Context, comms []Communicator, devices []Device, o Options,
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	sums := make([]Summary, len(comms))
+	err := onEveryRank(ctx, comms, func(ctx context.Context, i int) error {
+		k, err := newRank(comms[i], &o, rec)
+		if err == nil {
+			sums[i], err = k.run(ctx, devices[i])
+		}
+		return err
+	})
+	if err != nil {
+		return Summary{}, err
+	}
+	return sums[0], nil
+}
+
+// onEveryRank calls f for every local rank, each on its own goroutine, and
+// returns when every call has. The first failure, the end of ctx or a
+// timeout aborts every local communicator (and, the runtime propagating
+// aborts, the whole job); the error is then a *TimeoutError if a timeout
+// fired in this process, else ctx's cause if ctx ended, else the first error
+// a call returned.
+func onEveryRank(ctx context.Context, comms []Communicator, f func(ctx context.Context, i int) error) error {
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -109,7 +134,6 @@ func Run(ctx context.Context, comms []Communicator, devices []Device, o Options,
 	})
 	defer stop()
 
-	sums := make([]Summary, len(comms))
 	var (
 		mu    sync.Mutex
 		first error
@@ -120,10 +144,7 @@ func Run(ctx context.Context, comms []Communicator, devices []Device, o Options,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k, err := newRank(comms[i], &o, rec)
-			if err == nil {
-				sums[i], err = k.run(ctx, devices[i])
-			}
+			err := f(ctx, i)
 			if err == nil {
 				return
 			}
@@ -141,11 +162,9 @@ func Run(ctx context.Context, comms []Communicator, devices []Device, o Options,
 	wg.Wait()
 	switch {
 	case te != nil:
-		return Summary{}, te
+		return te
 	case parent.Err() != nil:
-		return Summary{}, context.Cause(parent)
-	case first != nil:
-		return Summary{}, first
+		return context.Cause(parent)
 	}
-	return sums[0], nil
+	return first
 }

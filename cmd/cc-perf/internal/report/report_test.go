@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -137,6 +139,50 @@ func TestTextVariantsGolden(t *testing.T) {
 	golden(t, "timestamps.txt", render(Format{Timestamps: true}, h, devices(2), rs[:2], Footer{Program: "all_reduce_perf", AvgBusBW: 1.5, MinBW: 1, MinBWSet: true}))
 	h.Blocking = 2
 	golden(t, "blocking2.txt", render(Format{}, h, devices(1), rs[:1], Footer{Program: "all_reduce_perf", AvgBusBW: math.NaN()}))
+}
+
+// TestTextAlgoGolden pins -A: three columns after the in-place half (and
+// its -I columns), before -S's timestamp; N/A where nothing was recorded, and
+// "out-of-place|in-place" where the halves disagree.
+func TestTextAlgoGolden(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	rs := rows(ar, 4, "float", -1)
+	ran := []*bench.Ran{
+		{Algo: algos.Ring, Proto: protocols.LL128, Channels: 1},
+		{Algo: algos.CTRing, Proto: protocols.Simple, Channels: 2},
+		{Algo: algos.Tree, Proto: protocols.LL, Channels: 1},
+	}
+	rs[0].OutOfPlace.Ran, rs[0].InPlace.Ran = ran[0], ran[0]
+	rs[1].OutOfPlace.Ran, rs[1].InPlace.Ran = ran[2], ran[0] // the halves disagree
+	rs[2].OutOfPlace.Ran, rs[2].InPlace.Ran = ran[1], ran[1]
+	// rs[3]: nothing recorded
+	ft := Footer{Program: "all_reduce_perf", AvgBusBW: avgBus(rs)}
+	golden(t, "algo.txt", render(Format{Algo: true}, header("all_reduce_perf"), devices(4), rs, ft))
+
+	for i := range rs {
+		for _, h := range []*bench.Half{&rs[i].OutOfPlace, &rs[i].InPlace} {
+			h.Iter = &bench.IterStats{Min: h.TimeUS * 0.9, Max: h.TimeUS * 1.7, P99: h.TimeUS * 1.6, CVPct: 12.345}
+		}
+	}
+	golden(t, "algo_periter.txt", render(Format{Algo: true, PerIter: true, Timestamps: true}, header("all_reduce_perf"), devices(4), rs[:3], ft))
+	golden(t, "algo_legacy.txt", render(Format{Algo: true, Legacy: true}, header("all_reduce_perf"), devices(4), rs[:3], ft))
+
+	// Whitespace-split rows: 13 columns + 3, the last three what ran.
+	out := render(Format{Algo: true}, header("all_reduce_perf"), devices(4), rs, ft)
+	var got [][]string
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			f := strings.Fields(line)
+			if len(f) != 16 {
+				t.Fatalf("%d fields in %q, want 16", len(f), line)
+			}
+			got = append(got, f[13:])
+		}
+	}
+	want := [][]string{{"Ring", "LL128", "1"}, {"Tree|Ring", "LL|LL128", "1"}, {"CTRing", "Simple", "2"}, {"N/A", "N/A", "N/A"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("-A columns (-want +got):\n%s", diff)
+	}
 }
 
 // TestRowColumns splits every data row of every collective's table on

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ type Format struct {
 	Timestamps  bool // -S: a timestamp ends every row
 	PerIter     bool // -I: i_min i_max i_p99 i_cv% after each half
 	PerIterSkip int  // -K, quoted in the header
+	// Algo is -A (rccl-tests' --output_algo_proto_channels): algo, proto
+	// and nchannels columns after the in-place half, before -S's timestamp.
+	Algo bool
 }
 
 // Footer is what the lines below the table say.
@@ -153,6 +157,10 @@ func columnHeader(f Format) []string {
 	if f.Timestamps {
 		tsPad, tsLbl, tsFmt = 19, "timestamp", "%Y-%m-%d %H:%M:%S"
 	}
+	algoNames, algoUnits := "", ""
+	if f.Algo {
+		algoNames, algoUnits = algoCols("algo", "proto", "nchannels"), algoCols("", "", "")
+	}
 	blank := fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s", "", "", "", "", "")
 	names := fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root")
 	units := fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "")
@@ -160,8 +168,8 @@ func columnHeader(f Format) []string {
 	case f.Legacy:
 		return []string{
 			blank + "           out-of-place                       in-place          \n",
-			names + fmt.Sprintf("  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", timeStr, "algbw", "busbw", "#wrong", timeStr, "algbw", "busbw", "#wrong"),
-			units + fmt.Sprintf("  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""),
+			names + fmt.Sprintf("  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", timeStr, "algbw", "busbw", "#wrong", timeStr, "algbw", "busbw", "#wrong") + algoNames + "\n",
+			units + fmt.Sprintf("  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "") + algoUnits + "\n",
 		}
 	case f.PerIter:
 		half := func(a, b, c, d, e, f, g, h string) string {
@@ -170,15 +178,15 @@ func columnHeader(f Format) []string {
 		return []string{
 			blank + "              out-of-place (+ per-iteration)                                in-place (+ per-iteration)\n",
 			names + half(timeStr, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%") +
-				half(timeStr, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%") + " " + pad(tsLbl, tsPad) + "\n",
+				half(timeStr, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%") + algoNames + " " + pad(tsLbl, tsPad) + "\n",
 			units + half("(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)") +
-				half("(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)") + " " + pad(tsFmt, tsPad) + "\n",
+				half("(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)") + algoUnits + " " + pad(tsFmt, tsPad) + "\n",
 		}
 	}
 	return []string{
 		blank + "           out-of-place                       in-place          \n",
-		names + fmt.Sprintf("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %s\n", timeStr, "algbw", "busbw", "#wrong", timeStr, "algbw", "busbw", "#wrong", pad(tsLbl, tsPad)),
-		units + fmt.Sprintf("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %s\n", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad(tsFmt, tsPad)),
+		names + fmt.Sprintf("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s %s\n", timeStr, "algbw", "busbw", "#wrong", timeStr, "algbw", "busbw", "#wrong", algoNames, pad(tsLbl, tsPad)),
+		units + fmt.Sprintf("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s %s\n", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", algoUnits, pad(tsFmt, tsPad)),
 	}
 }
 
@@ -219,11 +227,43 @@ func Body(r bench.Result, f Format) string {
 			b.WriteString(iterColumns(h.Iter))
 		}
 	}
+	if f.Algo {
+		b.WriteString(algoColumns(r))
+	}
 	if f.Timestamps {
 		b.WriteString(pad(r.Time.Format(timestampLayout), 21))
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// algoCols lays out the three -A columns: algorithm (NCCL's name, e.g.
+// "Ring", "CTRing"), protocol ("LL", "LL128", "Simple") and channels.
+func algoCols(algo, proto, channels string) string {
+	return fmt.Sprintf("  %8s  %6s  %9s", algo, proto, channels)
+}
+
+// algoColumns is the -A columns of a row: what the timed calls ran, "N/A"
+// where nothing was recorded (collectives made of point-to-point calls). A
+// value the two halves disagree on prints as "out-of-place|in-place"; the
+// tuner decides on the call's size alone, so they agree in practice.
+func algoColumns(r bench.Result) string {
+	col := func(get func(bench.Ran) string) string {
+		v := [2]string{"N/A", "N/A"}
+		for i, h := range []bench.Half{r.OutOfPlace, r.InPlace} {
+			if h.Ran != nil {
+				v[i] = get(*h.Ran)
+			}
+		}
+		if v[0] == v[1] {
+			return v[0]
+		}
+		return v[0] + "|" + v[1]
+	}
+	return algoCols(
+		col(func(x bench.Ran) string { return x.Algo.String() }),
+		col(func(x bench.Ran) string { return x.Proto.String() }),
+		col(func(x bench.Ran) string { return strconv.Itoa(x.Channels) }))
 }
 
 func half(h bench.Half, f Format) string {

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/report"
+	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/runtime/comm"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
+	"golang.org/x/sys/unix"
+)
+
+// tuneRun runs one cc-perf tune: join or create the ranks, sweep, and on
+// the process of rank 0 report, write --config and apply --check.
+func tuneRun(ctx context.Context, tc *tuneConfig, e *env) error {
+	params, id, nranks, err := discover(e, tc.nthreads, tc.ngpus)
+	if err != nil {
+		return err
+	}
+	o := &tc.o
+	if err := o.Coll.CheckRanks(nranks); err != nil {
+		return usagef("%v", err)
+	}
+	if o.Coll.Rooted && o.Root >= nranks {
+		return usagef("-r/--root %d with %d ranks: want 0..%d", o.Root, nranks, nranks-1)
+	}
+	perProc := tc.nthreads * tc.ngpus
+	if err := checkMemory(tc.options(), perProc, e.readFile); err != nil {
+		return err
+	}
+	comms, err := initComms(ctx, id, perProc, nranks, params)
+	if err != nil {
+		return failed(err, nil)
+	}
+	defer closeComms(comms)
+	// Force would quietly cap a count above the communicators' channels.
+	for _, ch := range o.Channels {
+		if nc := comms[0].NChannels(); ch > nc {
+			return usagef("--channels %d: the communicators have %d channel(s) (one per two cores, 1 to 4, or NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS/NCCL_NCHANNELS): want 1..%d or auto", ch, nc, nc)
+		}
+	}
+	bcomms := make([]bench.Communicator, len(comms))
+	for i, c := range comms {
+		bcomms[i] = benchComm{c}
+	}
+
+	if id.Rank != 0 { // every process sweeps; only rank 0's reports
+		if err := bench.Tune(ctx, bcomms, *o, nil); err != nil {
+			return failed(err, nil)
+		}
+		return nil
+	}
+	rec := &tuneRecorder{coll: o.Coll.Name}
+	if e.isTerminal != nil && e.isTerminal(e.stderr) {
+		rec.progress = e.stderr
+	}
+	runErr := bench.Tune(ctx, bcomms, *o, rec)
+	rec.endProgress()
+
+	nhosts := countHosts(comms[0])
+	h := report.TuneHeader{Coll: o.Coll.Name, NRanks: nranks, NHosts: nhosts, Type: o.Type.String(), Root: -1,
+		Reps: o.Reps, Iters: o.Iters, Warmup: o.Warmup, Detail: tc.all}
+	if o.Coll.Reduces {
+		h.Op = bench.OpName(o.Op)
+	}
+	if o.Coll.Rooted {
+		h.Root = o.Root
+	}
+	if runErr == nil || len(rec.rows) > 0 {
+		if err := report.WriteTune(e.stdout, h, rec.configs, rec.rows); err != nil {
+			return cli.Errorf(exitSystem, "write the table: %w", err)
+		}
+	}
+	if runErr != nil {
+		return failed(runErr, nil)
+	}
+
+	s := report.SummarizeTune(rec.rows)
+	if s.Wrong > 0 {
+		return cli.Errorf(exitResults, "wrong data: %d wrong elements, first in %s; no tuner config written", s.Wrong, s.FirstWrong)
+	}
+	if tc.configPath != "" {
+		kind, _ := o.Coll.Func()
+		cfg := tunerConfig(tc.configPath, kind, rec.rows, nhosts, nranks)
+		comments := []string{
+			fmt.Sprintf("written by cc-perf tune %s on %s", o.Coll.Name, time.Now().Format("2006-01-02 15:04:05 MST")),
+			"command: " + shellJoin(e.args),
+			fmt.Sprintf("job: %d ranks on %s, %s; %d repetitions of %d iterations per configuration",
+				nranks, plural(nhosts, "host"), strings.TrimSpace(h.Type+" "+h.Op), o.Reps, o.Iters),
+			fmt.Sprintf("regret <= %.2f at %d of %d sizes; worst %.2f at %d B",
+				report.GoodRegret, s.Good, s.Sizes, s.Worst, s.WorstBytes),
+			"each row: the fastest configuration measured at that size (bytes: the larger of send and receive bytes)",
+		}
+		var b bytes.Buffer
+		if err := cfg.Write(&b, comments...); err != nil {
+			return cli.Errorf(exitInternal, "tuner config: %w", err)
+		}
+		if err := writeAtomic(tc.configPath, b.Bytes()); err != nil {
+			return cli.Errorf(exitSystem, "--config %q: %w", tc.configPath, err)
+		}
+		fmt.Fprintf(e.stdout, "# tuner config: %s (%d rows; NCCL_TUNER_CONFIG_FILE=%s makes the runtime pick them)\n", tc.configPath, len(cfg.Rows), tc.configPath)
+	}
+	if tc.check {
+		if err := checkRegret(s); err != nil {
+			fmt.Fprintf(e.stdout, "# check: FAILED\n")
+			return cli.WithCode(exitResults, err)
+		}
+		fmt.Fprintf(e.stdout, "# check: passed (regret <= %.2f at >= %.0f%% of sizes, < %g everywhere)\n", report.GoodRegret, 100*checkFraction, checkWorst)
+	}
+	return nil
+}
+
+// checkRegret is --check: nil when the automatic pick is within GoodRegret
+// of the best at checkFraction of the sizes and below checkWorst at every
+// size, else an error saying what missed.
+func checkRegret(s report.TuneSummary) error {
+	var why []string
+	if f := s.GoodFraction(); f < checkFraction {
+		why = append(why, fmt.Sprintf("regret <= %.2f at %d of %d sizes (%.0f%%), want >= %.0f%%",
+			report.GoodRegret, s.Good, s.Sizes, 100*f, 100*checkFraction))
+	}
+	if s.Worst >= checkWorst {
+		why = append(why, fmt.Sprintf("regret %.2f at %d B, want < %g at every size", s.Worst, s.WorstBytes, checkWorst))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--check failed: %s", strings.Join(why, "; "))
+}
+
+// tunerConfig makes one tuner config row per measured size: exactly its
+// bytes, the algorithm, protocol and channels that ran fastest, for jobs of
+// nnodes hosts and nranks ranks only (a tuning measured on one shape says
+// nothing about another).
+func tunerConfig(path string, kind algos.Coll, rows []bench.TuneRow, nnodes, nranks int) *tune.Config {
+	cfg := &tune.Config{Path: path}
+	for _, r := range rows {
+		best := r.Fastest().Ran
+		cfg.Rows = append(cfg.Rows, tune.ConfigRow{
+			Coll: kind, MinBytes: r.Bytes, MaxBytes: r.Bytes,
+			Algo: best.Algo, Proto: best.Proto, Channels: best.Channels,
+			NNodes: nnodes, NRanks: nranks, PipeOps: -1, RegBuff: -1,
+		})
+	}
+	return cfg
+}
+
+// countHosts is the number of hosts of c's job, as the runtime counts
+// them (by host identity).
+func countHosts(c *comm.Comm) int {
+	hosts := map[string]bool{}
+	for _, p := range c.Peers() {
+		hosts[p.HostID] = true
+	}
+	return max(len(hosts), 1)
+}
+
+// tuneRecorder keeps rank 0's rows and draws the progress line.
+type tuneRecorder struct {
+	coll     string
+	configs  []bench.Config
+	rows     []bench.TuneRow
+	progress io.Writer // stderr when it is a terminal, else nil
+	drawn    bool
+}
+
+func (r *tuneRecorder) Begin(c []bench.Config) { r.configs = c }
+func (r *tuneRecorder) Row(row bench.TuneRow)  { r.rows = append(r.rows, row) }
+
+func (r *tuneRecorder) Progress(p bench.TuneProgress) {
+	if r.progress == nil {
+		return
+	}
+	what := "warming up"
+	if p.Step > 0 {
+		what = fmt.Sprintf("measurement %d/%d", p.Step, p.Steps)
+	}
+	// \r and erase-line: the line is redrawn in place.
+	fmt.Fprintf(r.progress, "\r\x1b[Kcc-perf tune %s: size %d/%d (%d B), %s", r.coll, p.Size, p.Sizes, p.Bytes, what)
+	r.drawn = true
+}
+
+// endProgress erases the progress line.
+func (r *tuneRecorder) endProgress() {
+	if r.drawn {
+		fmt.Fprint(r.progress, "\r\x1b[K")
+		r.drawn = false
+	}
+}
+
+// terminal reports whether w is a terminal.
+func terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// probeWritable checks that a file can be created next to path (before a
+// sweep that may take long), creating nothing that stays.
+func probeWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("is a directory")
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".cc-perf-probe-*")
+	if err != nil {
+		return unwrapPath(err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// writeAtomic replaces path with data in one step (a temporary file renamed
+// over it), so a reader never sees half a file.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".cc-perf-tune-*")
+	if err != nil {
+		return unwrapPath(err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return unwrapPath(err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return unwrapPath(err)
+	}
+	if err := f.Close(); err != nil {
+		return unwrapPath(err)
+	}
+	return unwrapPath(os.Rename(f.Name(), path))
+}
+
+// unwrapPath drops the *PathError or *LinkError around err (its path is a
+// temporary file's) and keeps the reason.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
+}
+
+// shellJoin quotes args for a comment line a shell could run again.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
