@@ -145,7 +145,7 @@ var knobs = append([]knob{
 		},
 	},
 	{
-		name: "CC_TUNE_FILE", kind: KindString, allowed: "a file path (JSON as cc-perf tune --calibrate writes it)",
+		name: "CC_TUNE_FILE", kind: KindString, allowed: "a file path (JSON with the tuner's tables, README: The tuner)",
 		doc: "the tuner's constants, read by rank 0 and sent to every rank at Init; unset: the built-in ones",
 		parse: func(p *Params, v string) error {
 			p.TuneFile = v

@@ -236,7 +236,7 @@ func fromProtos(what string, m map[string]float64, dst *[protocols.NumProtos]flo
 	return nil
 }
 
-// LoadConsts reads a calibration file (JSON, as cc-perf tune --calibrate
+// LoadConsts reads a constants file (JSON, in the form MarshalJSON
 // writes it) and checks it.
 func LoadConsts(path string) (*Consts, error) {
 	b, err := os.ReadFile(path)
