@@ -76,7 +76,7 @@ func Default() *Consts {
 	set(&c.Alpha[SHM], 0.30, 0.32, 0.30)
 	set(&c.Beta[SHM], 0.55, 2.6, 5.0)
 	set(&c.BetaMax[SHM], 0.8, 3.9, 7.5)
-	set(&c.Alpha[SHMBusy], 2.0, 5.0, 4.5)
+	set(&c.Alpha[SHMBusy], 4.6, 5.0, 4.5)
 	set(&c.Beta[SHMBusy], 0.25, 1.2, 2.0)
 	set(&c.BetaMax[SHMBusy], 0.3, 1.4, 2.4)
 	set(&c.Alpha[Net], 10.5, 10, 50)
