@@ -237,25 +237,28 @@ func TestCTRingKnobs(t *testing.T) {
 	}
 }
 
-// TestRanksDisagreeOnAlgo: one rank runs with another NCCL_ALGO than the
-// others. Running, the ranks would wait for each other forever (a tree
-// against a ring); instead Init fails on every rank, naming the variable
-// and both values.
+// TestRanksDisagreeOnAlgo: one rank runs with another NCCL_ALGO (or
+// NCCL_PROTO) than the others. Running, the ranks would wait for each other
+// forever (a tree against a ring; an LL connection against a Simple one);
+// instead Init fails on every rank, naming the variable and both values.
 func TestRanksDisagreeOnAlgo(t *testing.T) {
-	const n = 3
-	procs := startRanks(t, n, "allreduce-matrix", func(r int) []string {
-		if r == 2 {
-			return []string{"NCCL_ALGO=ring"}
-		}
-		return []string{"NCCL_ALGO=tree"}
-	})
-	for r, p := range procs {
-		var err error
-		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { err = <-p.done; p.done <- err })
-		stderr := p.cmd.Stderr.(*syncWriter).String()
-		if err == nil || !strings.Contains(stderr, `NCCL_ALGO differs between ranks: "tree" on rank 0 (host `) ||
-			!strings.Contains(stderr, `"ring" on rank 2`) {
-			t.Errorf("rank %d: exit %v, stderr:\n%s\nwant an init error naming NCCL_ALGO on every rank", r, err, stderr)
+	for _, c := range []struct{ name, mine, odd, want0, wantOdd string }{
+		{"NCCL_ALGO", "tree", "ring", `NCCL_ALGO differs between ranks: "tree" on rank 0 (host `, `"ring" on rank 2`},
+		{"NCCL_PROTO", "Simple", "LL", `NCCL_PROTO differs between ranks: "Simple" on rank 0 (host `, `"LL" on rank 2`},
+	} {
+		procs := startRanks(t, 3, "allreduce-matrix", func(r int) []string {
+			if r == 2 {
+				return []string{c.name + "=" + c.odd}
+			}
+			return []string{c.name + "=" + c.mine}
+		})
+		for r, p := range procs {
+			var err error
+			hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { err = <-p.done; p.done <- err })
+			stderr := p.cmd.Stderr.(*syncWriter).String()
+			if err == nil || !strings.Contains(stderr, c.want0) || !strings.Contains(stderr, c.wantOdd) {
+				t.Errorf("rank %d: exit %v, stderr:\n%s\nwant an init error naming %s on every rank", r, err, stderr, c.name)
+			}
 		}
 	}
 }

@@ -98,26 +98,6 @@ func TestDecisionsAgree(t *testing.T) {
 	}
 }
 
-// TestRanksDisagreeOnProto: ranks started with different NCCL_PROTO fail
-// Init on every rank, naming the variable and both values.
-func TestRanksDisagreeOnProto(t *testing.T) {
-	procs := startRanks(t, 3, "allreduce-matrix", func(r int) []string {
-		if r == 1 {
-			return []string{"NCCL_PROTO=LL"}
-		}
-		return []string{"NCCL_PROTO=Simple"}
-	})
-	for r, p := range procs {
-		var err error
-		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { err = <-p.done; p.done <- err })
-		stderr := p.cmd.Stderr.(*syncWriter).String()
-		if err == nil || !strings.Contains(stderr, `NCCL_PROTO differs between ranks: "Simple" on rank 0 (host `) ||
-			!strings.Contains(stderr, `"LL" on rank 1`) {
-			t.Errorf("rank %d: exit %v, stderr:\n%s\nwant an init error naming NCCL_PROTO on every rank", r, err, stderr)
-		}
-	}
-}
-
 // TestBadTuneFile: rank 0's unreadable CC_TUNE_FILE or malformed
 // NCCL_TUNER_CONFIG_FILE fails Init on every rank with rank 0's message.
 func TestBadTuneFile(t *testing.T) {
