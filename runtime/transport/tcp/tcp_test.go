@@ -248,39 +248,7 @@ func TestProtocolsRoundTrip(t *testing.T) {
 				a, b, _ := pair(t, nsocks, nil)
 				const stepBytes = 1024
 				s, r := connectProto(t, a, b, p, stepBytes)
-				max := p.Payload(stepBytes)
-				const n = 600
-				errc := make(chan error, 1)
-				go func() {
-					for i := 0; i < n; i++ {
-						buf, err := s.Acquire(1)
-						if err != nil {
-							errc <- err
-							return
-						}
-						pl := payload(i, max)
-						copy(buf, pl)
-						if err := s.Post(len(pl)); err != nil {
-							errc <- err
-							return
-						}
-					}
-					errc <- nil
-				}()
-				for i := 0; i < n; i++ {
-					want := payload(i, max)
-					got, err := r.Wait(1, len(want))
-					if err != nil {
-						t.Fatalf("slice %d: %v", i, err)
-					}
-					if !bytes.Equal(got, want) {
-						t.Fatalf("slice %d: %d bytes differ", i, len(want))
-					}
-					r.Release()
-				}
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
+				streamSlices(t, s, r, 600, p.Payload(stepBytes), nil, nil)
 			})
 		}
 	}
@@ -301,46 +269,62 @@ func TestInlineReceive(t *testing.T) {
 				if !r.(*RecvConn).inline {
 					t.Fatal("a one-socket LL/LL128 connection does not read inline")
 				}
-				max := p.Payload(stepBytes)
-				errc := make(chan error, 1)
-				go func() {
-					for i := 0; i < n; i++ {
-						buf, err := s.Acquire(1)
-						if err != nil {
-							errc <- err
-							return
-						}
-						pl := payload(i, max)
-						copy(buf, pl)
-						if err := s.Post(len(pl)); err != nil {
-							errc <- err
-							return
-						}
-						if i%97 == 0 {
-							time.Sleep(50 * time.Microsecond) // the receiver polls, then blocks
-						}
+				streamSlices(t, s, r, n, p.Payload(stepBytes), func(i int) {
+					if i%97 == 0 {
+						time.Sleep(50 * time.Microsecond) // the receiver polls, then blocks
 					}
-					errc <- nil
-				}()
-				for i := 0; i < n; i++ {
+				}, func(i int) {
 					if i%89 == 0 {
 						time.Sleep(200 * time.Microsecond) // the drainer reads ahead
 					}
-					want := payload(i, max)
-					got, err := r.Wait(1, len(want))
-					if err != nil {
-						t.Fatalf("slice %d: %v", i, err)
-					}
-					if !bytes.Equal(got, want) {
-						t.Fatalf("slice %d: %d bytes differ", i, len(want))
-					}
-					r.Release()
-				}
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
+				})
 			})
 		}
+	}
+}
+
+// streamSlices sends n one-step slices of payload(i, max) from s on its own
+// goroutine and receives them on r, checking every byte; afterSend(i) runs
+// after the sender posts slice i, beforeRecv(i) before the receiver waits
+// for it (either may be nil).
+func streamSlices(t *testing.T, s Sender, r Receiver, n, max int, afterSend, beforeRecv func(i int)) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			buf, err := s.Acquire(1)
+			if err != nil {
+				errc <- err
+				return
+			}
+			pl := payload(i, max)
+			copy(buf, pl)
+			if err := s.Post(len(pl)); err != nil {
+				errc <- err
+				return
+			}
+			if afterSend != nil {
+				afterSend(i)
+			}
+		}
+		errc <- nil
+	}()
+	for i := 0; i < n; i++ {
+		if beforeRecv != nil {
+			beforeRecv(i)
+		}
+		want := payload(i, max)
+		got, err := r.Wait(1, len(want))
+		if err != nil {
+			t.Fatalf("slice %d: %v", i, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("slice %d: %d bytes differ", i, len(want))
+		}
+		r.Release()
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }
 
