@@ -103,17 +103,11 @@ func TestAlgorithmsEveryDataTypeAndOp(t *testing.T) {
 			for _, dt := range reduce.DataTypes() {
 				for _, op := range reduce.Ops() {
 					es := dt.Size()
-					want := make([]byte, count*es)
-					for i := range count {
-						reduce.Encode(dt, want[i*es:], exactResult(dt, op, n, i, scalar))
-					}
+					want := exactResults(dt, op, n, 0, count, scalar)
 					outs := make([][]byte, n)
 					mustEach(t, cs, "AllReduce", func(c *Comm) error {
 						r := c.Rank()
-						send := make([]byte, count*es)
-						for i := range count {
-							reduce.Encode(dt, send[i*es:], exactValue(dt, op, r, i))
-						}
+						send := exactValues(dt, op, r, count)
 						o, done, err := testOp(c, op, dt, scalar)
 						if err != nil {
 							return err

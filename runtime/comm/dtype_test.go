@@ -80,16 +80,10 @@ func everyDataTypeAndOp(t *testing.T, shmDisable string) {
 		for _, op := range reduce.Ops() {
 			t.Run(fmt.Sprintf("%s/%s", dt, op), func(t *testing.T) {
 				es := dt.Size()
-				want := make([]byte, n*count*es)
-				for i := 0; i < n*count; i++ {
-					reduce.Encode(dt, want[i*es:], exactResult(dt, op, n, i, scalar))
-				}
+				want := exactResults(dt, op, n, 0, n*count, scalar)
 				sends := make([][]byte, n)
 				for r := range sends {
-					sends[r] = make([]byte, n*count*es)
-					for i := 0; i < n*count; i++ {
-						reduce.Encode(dt, sends[r][i*es:], exactValue(dt, op, r, i))
-					}
+					sends[r] = exactValues(dt, op, r, n*count)
 				}
 				ars, rss, rds := make([][]byte, n), make([][]byte, n), make([][]byte, n)
 				mustEach(t, cs, "collectives", func(c *Comm) error {
@@ -146,4 +140,25 @@ func testOp(c *Comm, op reduce.Op, dt reduce.DataType, scalar float64) (o reduce
 		return 0, nil, err
 	}
 	return o, func() { c.DestroyOp(o) }, nil
+}
+
+// exactValues encodes rank r's first count inputs of type dt for op.
+func exactValues(dt reduce.DataType, op reduce.Op, r, count int) []byte {
+	es := dt.Size()
+	b := make([]byte, count*es)
+	for i := range count {
+		reduce.Encode(dt, b[i*es:], exactValue(dt, op, r, i))
+	}
+	return b
+}
+
+// exactResults encodes the expected results of op over n ranks for the
+// count elements from element from on.
+func exactResults(dt reduce.DataType, op reduce.Op, n, from, count int, scalar float64) []byte {
+	es := dt.Size()
+	b := make([]byte, count*es)
+	for i := range count {
+		reduce.Encode(dt, b[i*es:], exactResult(dt, op, n, from+i, scalar))
+	}
+	return b
 }

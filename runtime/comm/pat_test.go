@@ -55,10 +55,7 @@ func TestPATEveryDataTypeAndOp(t *testing.T) {
 			outs := make([][]byte, n)
 			mustEach(t, cs, "ReduceScatter", func(c *Comm) error {
 				r := c.Rank()
-				send := make([]byte, n*count*es)
-				for i := range n * count {
-					reduce.Encode(dt, send[i*es:], exactValue(dt, op, r, i))
-				}
+				send := exactValues(dt, op, r, n*count)
 				o, done, err := testOp(c, op, dt, scalar)
 				if err != nil {
 					return err
@@ -68,10 +65,7 @@ func TestPATEveryDataTypeAndOp(t *testing.T) {
 				return c.ReduceScatter(send, outs[r], count, dt, o)
 			})
 			for r := range n {
-				want := make([]byte, count*es)
-				for i := range count {
-					reduce.Encode(dt, want[i*es:], exactResult(dt, op, n, r*count+i, scalar))
-				}
+				want := exactResults(dt, op, n, r*count, count, scalar)
 				if !bytes.Equal(outs[r], want) {
 					t.Errorf("ReduceScatter %s/%s rank %d: %s", dt, op, r, firstDiff(dt, outs[r], want))
 				}
@@ -80,10 +74,7 @@ func TestPATEveryDataTypeAndOp(t *testing.T) {
 		outs := make([][]byte, n)
 		mustEach(t, cs, "AllGather", func(c *Comm) error {
 			r := c.Rank()
-			send := make([]byte, count*es)
-			for i := range count {
-				reduce.Encode(dt, send[i*es:], exactValue(dt, reduce.Sum, r, i))
-			}
+			send := exactValues(dt, reduce.Sum, r, count)
 			outs[r] = make([]byte, n*count*es)
 			return c.AllGather(send, outs[r], count, dt)
 		})
