@@ -82,25 +82,32 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runCmd(t, tt.env, append([]string{"cc-perf"}, tt.args...)...)
-			if r.code != tt.code {
-				t.Errorf("exit %d, want %d; stderr %q", r.code, tt.code, r.stderr)
-			}
-			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "cc-perf: ") {
-				t.Errorf("stderr %q, want one line starting with cc-perf:", r.stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr %q does not contain %q", r.stderr, w)
-				}
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout %q, want nothing", r.stdout)
-			}
+			checkOneLineError(t, runCmd(t, tt.env, append([]string{"cc-perf"}, tt.args...)...), tt.code, tt.want)
 		})
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("files left behind: %v", entries)
+	}
+}
+
+// checkOneLineError checks a run that must fail with exit code: one line
+// on stderr starting with "cc-perf: " and containing every want, nothing
+// on stdout.
+func checkOneLineError(t *testing.T, r result, code int, want []string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit %d, want %d; stderr %q", r.code, code, r.stderr)
+	}
+	if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "cc-perf: ") {
+		t.Errorf("stderr %q, want one line starting with cc-perf:", r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr %q does not contain %q", r.stderr, w)
+		}
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout %q, want nothing", r.stdout)
 	}
 }
 

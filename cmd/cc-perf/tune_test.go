@@ -238,21 +238,7 @@ func TestTuneBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runCmd(t, nil, append([]string{"cc-perf"}, tt.args...)...)
-			if r.code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr %q", r.code, exitUsage, r.stderr)
-			}
-			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "cc-perf: ") {
-				t.Errorf("stderr %q, want one line starting with cc-perf:", r.stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr %q does not contain %q", r.stderr, w)
-				}
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout %q, want nothing", r.stdout)
-			}
+			checkOneLineError(t, runCmd(t, nil, append([]string{"cc-perf"}, tt.args...)...), exitUsage, tt.want)
 		})
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
