@@ -127,10 +127,9 @@ var Algorithms = []Algorithm{
 	patRow(AllGather),
 }
 
-// Preference is the order in which algorithms are chosen until a tuner
-// decides by cost: the ring first, the default NCCL users expect, then the
-// others in NCCL's order. A collective runs the first that is allowed,
-// has a row and runs with an allowed protocol.
+// Preference is the order in which messages list algorithms: the ring
+// first, the default NCCL users know, then the others in NCCL's order.
+// Which one runs is the tuner's choice (runtime/tune).
 var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing}
 
 // Fallback is the algorithm every collective has a row for, with every

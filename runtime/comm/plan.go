@@ -21,49 +21,28 @@ import (
 // forced with NCCL_MIN_NCHANNELS or NCCL_NCHANNELS).
 const minChannelBytes = 512 << 10
 
-// pickAlgo returns the row that runs kind: the first algorithm of algos.Preference
-// that NCCL_ALGO allows, the table implements for kind, is enabled on this
-// topology (PAT: NCCL_PAT_ENABLE) and runs with a protocol NCCL_PROTO
-// allows. It is NCCL's "No algorithm/protocol available" error otherwise:
-// a call fails, not the communicator.
-func pickAlgo(p *param.Params, kind algos.Coll, topo *algos.Topo) (*algos.Algorithm, error) {
-	allowed := p.Algo.For(kind)
-	protos := p.Proto.For(kind)
-	var implemented []string
-	var disabled string
+// noAlgo is NCCL's "No algorithm/protocol available" error for a
+// collective that has no entry left: it names the settings that excluded
+// every row (and why PAT is disabled, when it was the one allowed) and the
+// algorithms the table implements for it, in algos.Preference's order. A
+// call fails with it, not the communicator.
+func noAlgo(p *param.Params, kind algos.Coll, patWhy string) error {
+	var implemented, why []string
 	for _, a := range algos.Preference {
-		row := algos.Lookup(a, kind)
-		if row == nil {
-			continue
-		}
-		implemented = append(implemented, a.String())
-		if !allowed.Has(a) {
-			continue
-		}
-		if a == algos.PAT {
-			if disabled = patDisabled(p, topo); disabled != "" {
-				continue
-			}
-		}
-		for pr := range protocols.Proto(protocols.NumProtos) {
-			if row.Runs(pr) && protos.Has(pr) {
-				return row, nil
-			}
+		if algos.Lookup(a, kind) != nil {
+			implemented = append(implemented, a.String())
 		}
 	}
-	e := &noAlgoError{kind: kind, implemented: strings.Join(implemented, ", ")}
-	var why []string
 	if p.Algo.Set {
 		why = append(why, fmt.Sprintf("NCCL_ALGO was set to %q", p.Algo.Raw))
 	}
 	if p.Proto.Set {
 		why = append(why, fmt.Sprintf("NCCL_PROTO was set to %q", p.Proto.Raw))
 	}
-	if disabled != "" {
-		why = append(why, disabled)
+	if patWhy != "" {
+		why = append(why, patWhy)
 	}
-	e.why = strings.Join(why, ", ")
-	return nil, e
+	return &noAlgoError{kind: kind, implemented: strings.Join(implemented, ", "), why: strings.Join(why, ", ")}
 }
 
 // patDisabled says why PAT may not run on topo, or "" if it may. NCCL's

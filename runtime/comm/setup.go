@@ -136,14 +136,14 @@ func (c *Comm) pickAlgos() []algos.Link {
 	var mask tune.Mask
 	pat := patDisabled(c.p, c.topo)
 	for kind := range algos.Coll(algos.NumColls) {
-		_, err := pickAlgo(c.p, kind, c.topo)
-		c.algoErr[kind] = err
-		if err != nil {
-			c.infof(param.SubsysInit, "%s: %v", kind, err)
-			continue
-		}
+		patExcluded := false // PAT is allowed and has a row, but is disabled
+		some := false
 		for _, row := range algos.Algorithms {
-			if row.Coll != kind || !c.p.Algo.For(kind).Has(row.Algo) || (row.Algo == algos.PAT && pat != "") {
+			if row.Coll != kind || !c.p.Algo.For(kind).Has(row.Algo) {
+				continue
+			}
+			if row.Algo == algos.PAT && pat != "" {
+				patExcluded = true
 				continue
 			}
 			runs := false
@@ -152,6 +152,7 @@ func (c *Comm) pickAlgos() []algos.Link {
 					mask[kind][row.Algo][p], runs = true, true
 				}
 			}
+			some = some || runs
 			if !runs || c.nranks == 1 {
 				continue
 			}
@@ -160,6 +161,14 @@ func (c *Comm) pickAlgos() []algos.Link {
 					links = append(links, l)
 				}
 			}
+		}
+		if !some {
+			why := ""
+			if patExcluded {
+				why = pat
+			}
+			c.algoErr[kind] = noAlgo(c.p, kind, why)
+			c.infof(param.SubsysInit, "%s: %v", kind, c.algoErr[kind])
 		}
 	}
 	c.model = tune.New(c.consts, c.topo, mask, c.tunerCfg, c.topo.MaxPerHost() > c.minCores)

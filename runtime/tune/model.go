@@ -117,8 +117,9 @@ func treeSteps(topo *algos.Topo) Steps {
 		for r := range nodes {
 			var s Steps
 			for cur := r; nodes[cur][t].Up != algos.NoPeer; cur = nodes[cur][t].Up {
-				up := nodes[cur][t].Up
-				if h, _ := topo.Host(cur); func() bool { hu, _ := topo.Host(up); return hu == h }() {
+				h, _ := topo.Host(cur)
+				hu, _ := topo.Host(nodes[cur][t].Up)
+				if h == hu {
 					s.Intra++
 				} else {
 					s.Inter++
