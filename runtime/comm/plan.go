@@ -156,6 +156,10 @@ func (c *Comm) Entries(kind algos.Coll) []tune.Choice {
 	return out
 }
 
+// Model is the communicator's tuner: its constants (rank 0's), topology,
+// and the entries that may run.
+func (c *Comm) Model() *tune.Model { return c.model }
+
 // ForceNone gives the choice back to the tuner.
 func (c *Comm) ForceNone() { c.forced = nil }
 

@@ -181,9 +181,13 @@ func (c *Comm) pickAlgos() []algos.Link {
 // (channel c: tree 0 is "Tree c", tree 1 is "Tree c+nchannels").
 func (c *Comm) logGraph() {
 	if c.rank == 0 && c.log.Enabled(param.DebugInfo, param.SubsysTuning) {
-		k := c.consts
-		c.infof(param.SubsysTuning, "tuner constants: %s; alpha us shm %v net %v; beta GB/s per channel shm %v net %v (LL, LL128, Simple)",
-			k.Source, k.Alpha[tune.SHM], k.Alpha[tune.Net], k.Beta[tune.SHM], k.Beta[tune.Net])
+		cl := c.model.Class()
+		k := &c.consts.Class[cl]
+		g3 := func(v [protocols.NumProtos]float64) string {
+			return fmt.Sprintf("%.3g/%.3g/%.3g", v[protocols.LL], v[protocols.LL128], v[protocols.Simple])
+		}
+		c.infof(param.SubsysTuning, "tuner constants: %s; this job's class %s (%s): LL/LL128/Simple gamma %s us, alpha %s us, beta %s GB/s per channel, at most %s",
+			c.consts.Source, cl, k.Source, g3(k.Gamma), g3(k.Alpha), g3(k.Beta), g3(k.BetaMax))
 		for _, line := range c.model.Table(c.nchannels) {
 			c.infof(param.SubsysTuning, "%s", line)
 		}

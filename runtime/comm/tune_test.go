@@ -71,10 +71,11 @@ func decisionsHash(t *testing.T, n int, env func(int) []string) string {
 func TestDecisionsAgree(t *testing.T) {
 	c := tune.Default()
 	c.Source = "test: LL everywhere"
-	for cl := range c.Alpha {
-		c.Alpha[cl][0] = 0 // LL costs no latency ...
-		c.Beta[cl][0] = 1e6
-		c.BetaMax[cl][0] = 1e6 // ... and no bandwidth: the tuner always picks it
+	for cl := range c.Class {
+		k := &c.Class[cl]
+		k.Alpha[0] = 0 // LL costs no latency ...
+		k.Beta[0] = 1e6
+		k.BetaMax[0] = 1e6 // ... and no bandwidth: the tuner always picks it
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
@@ -36,28 +37,41 @@ func (c Class) String() string { return classNames[c] }
 type Consts struct {
 	// Source says where the constants come from (built in, or a file).
 	Source string
-	// Alpha is the latency of one pipeline step (post, visible to the
-	// peer, consumed), in µs.
-	Alpha [NumClasses][protocols.NumProtos]float64
-	// Beta is what one channel streams through a link, in GB/s.
-	Beta [NumClasses][protocols.NumProtos]float64
-	// BetaMax is what all channels together reach, in GB/s (the cores'
-	// ceiling; channels beyond it add nothing).
-	BetaMax [NumClasses][protocols.NumProtos]float64
+	// Class holds the constants of each link class.
+	Class [NumClasses]ClassConsts
+}
+
+// ClassConsts are the constants of one link class. A collective's steps
+// each cost the latency of the class of the link they cross; its
+// bandwidth, its algorithm's efficiency and its per-call latency are
+// those of its slowest class (Net as soon as it spans hosts).
+type ClassConsts struct {
+	// Source says where this class's numbers come from (a calibration
+	// run: when, where, what it measured).
+	Source string
 	// Gamma is the cost of a call besides its steps, in µs (NCCL's base
 	// latency: launch and hand-offs).
 	Gamma [protocols.NumProtos]float64
+	// Alpha is the latency of one pipeline step (post, visible to the
+	// peer, consumed), in µs.
+	Alpha [protocols.NumProtos]float64
+	// Beta is what one channel streams through a link, in GB/s (bus
+	// bandwidth: the ring's data per link).
+	Beta [protocols.NumProtos]float64
+	// BetaMax is what all channels together reach, in GB/s (the cores'
+	// ceiling; channels beyond it add nothing).
+	BetaMax [protocols.NumProtos]float64
 	// AlgoLat is each algorithm's latency per call beyond its steps, in µs
 	// (NCCL's base latency per algorithm): the tree's and CTRING's lanes
 	// run on goroutines that must be woken.
 	AlgoLat [algos.NumAlgos]float64
-	// OpCost is the cost of one step of a program that runs many small
-	// steps in order (PAT), beyond its links' latencies, in µs.
-	OpCost float64
 	// Eff is each algorithm's bandwidth relative to the ring's (NCCL's
 	// .92 for the tree, .75 for PAT, refitted here); 0 for algorithms cc
 	// does not have.
 	Eff [algos.NumAlgos]float64
+	// OpCost is the cost of one step of a program that runs many small
+	// steps in order (PAT), beyond its links' latencies, in µs.
+	OpCost float64
 }
 
 // Default returns the built-in constants, fitted to ring all-reduce,
@@ -69,27 +83,30 @@ type Consts struct {
 // bandwidth). With one channel per 2 cores here, the ceilings are a guess
 // (1.5 channels' worth); a calibration file replaces all of it.
 func Default() *Consts {
-	c := &Consts{Source: "built-in (measured on the development machine, 2026-11-24)"}
+	const src = "built-in (measured on the development machine, 2026-11-24)"
+	c := &Consts{Source: src}
 	set := func(a *[protocols.NumProtos]float64, ll, ll128, simple float64) {
 		a[protocols.LL], a[protocols.LL128], a[protocols.Simple] = ll, ll128, simple
 	}
-	set(&c.Alpha[SHM], 0.30, 0.32, 0.30)
-	set(&c.Beta[SHM], 0.55, 2.6, 5.0)
-	set(&c.BetaMax[SHM], 0.8, 3.9, 7.5)
-	set(&c.Alpha[SHMBusy], 4.6, 5.0, 4.5)
-	set(&c.Beta[SHMBusy], 0.25, 1.2, 2.0)
-	set(&c.BetaMax[SHMBusy], 0.3, 1.4, 2.4)
-	set(&c.Alpha[Net], 10.5, 10, 50)
-	set(&c.Beta[Net], 0.22, 0.95, 1.15)
-	set(&c.BetaMax[Net], 0.33, 1.4, 1.7)
-	set(&c.Gamma, 0.2, 0.2, 0.2)
-	c.OpCost = 0.5
-	c.Eff[algos.Ring] = 1
-	c.Eff[algos.Tree] = 0.85
-	c.Eff[algos.PAT] = 0.75
-	c.Eff[algos.CTRing] = 0.9
-	c.AlgoLat[algos.Tree] = 15
-	c.AlgoLat[algos.CTRing] = 30
+	class := func(cl Class, alpha, beta, betaMax [3]float64) {
+		k := &c.Class[cl]
+		k.Source = src
+		set(&k.Gamma, 0.2, 0.2, 0.2)
+		set(&k.Alpha, alpha[0], alpha[1], alpha[2])
+		set(&k.Beta, beta[0], beta[1], beta[2])
+		set(&k.BetaMax, betaMax[0], betaMax[1], betaMax[2])
+		k.OpCost = 0.5
+		k.Eff[algos.Ring] = 1
+		k.Eff[algos.Tree] = 0.85
+		k.Eff[algos.PAT] = 0.75
+		k.Eff[algos.CTRing] = 0.9
+		k.AlgoLat[algos.Tree] = 15
+		k.AlgoLat[algos.CTRing] = 30
+	}
+	//     class     alpha (µs) LL, LL128, Simple   beta (GB/s)         beta_max (GB/s)
+	class(SHM, [3]float64{0.30, 0.32, 0.30}, [3]float64{0.55, 2.6, 5.0}, [3]float64{0.8, 3.9, 7.5})
+	class(SHMBusy, [3]float64{4.6, 5.0, 4.5}, [3]float64{0.25, 1.2, 2.0}, [3]float64{0.3, 1.4, 2.4})
+	class(Net, [3]float64{10.5, 10, 50}, [3]float64{0.22, 0.95, 1.15}, [3]float64{0.33, 1.4, 1.7})
 	return c
 }
 
@@ -97,67 +114,88 @@ func Default() *Consts {
 // bandwidth that is not positive, a ceiling below one channel's.
 func (c *Consts) Check() error {
 	for cl := range Class(NumClasses) {
-		for p := range protocols.Proto(protocols.NumProtos) {
-			a, b, m := c.Alpha[cl][p], c.Beta[cl][p], c.BetaMax[cl][p]
-			switch {
-			case !(a >= 0) || math.IsInf(a, 0):
-				return fmt.Errorf("alpha %s/%s = %v µs: want a finite latency >= 0", cl, p, a)
-			case !(b > 0) || math.IsInf(b, 0):
-				return fmt.Errorf("beta %s/%s = %v GB/s: want a finite bandwidth > 0", cl, p, b)
-			case !(m >= b) || math.IsInf(m, 0):
-				return fmt.Errorf("beta_max %s/%s = %v GB/s: want a finite ceiling >= beta (%v)", cl, p, m, b)
-			}
-		}
-	}
-	for p, g := range c.Gamma {
-		if !(g >= 0) || math.IsInf(g, 0) {
-			return fmt.Errorf("gamma %s = %v µs: want a finite latency >= 0", protocols.Proto(p), g)
-		}
-	}
-	if !(c.OpCost >= 0) || math.IsInf(c.OpCost, 0) {
-		return fmt.Errorf("op_cost = %v µs: want a finite cost >= 0", c.OpCost)
-	}
-	for a, e := range c.Eff {
-		if !(e >= 0 && e <= 2) {
-			return fmt.Errorf("efficiency %s = %v: want 0..2", algos.Algo(a), e)
-		}
-		if l := c.AlgoLat[a]; !(l >= 0) || math.IsInf(l, 0) {
-			return fmt.Errorf("algo_lat %s = %v µs: want a finite latency >= 0", algos.Algo(a), l)
+		if err := c.Class[cl].check(); err != nil {
+			return fmt.Errorf("class %s: %w", cl, err)
 		}
 	}
 	return nil
 }
 
-// constsFile is the JSON form of Consts: tables keyed by names.
-type constsFile struct {
-	Source     string                        `json:"source"`
-	Alpha      map[string]map[string]float64 `json:"alpha_us"`
-	Beta       map[string]map[string]float64 `json:"beta_gbs"`
-	BetaMax    map[string]map[string]float64 `json:"beta_max_gbs"`
-	Gamma      map[string]float64            `json:"gamma_us"`
-	OpCost     float64                       `json:"op_cost_us"`
-	Efficiency map[string]float64            `json:"efficiency"`
-	AlgoLat    map[string]float64            `json:"algo_lat_us"`
+func (k *ClassConsts) check() error {
+	for p := range protocols.Proto(protocols.NumProtos) {
+		g, a, b, m := k.Gamma[p], k.Alpha[p], k.Beta[p], k.BetaMax[p]
+		switch {
+		case !finite(g) || g < 0:
+			return fmt.Errorf("gamma %s = %v µs: want a finite latency >= 0", p, g)
+		case !finite(a) || a < 0:
+			return fmt.Errorf("alpha %s = %v µs: want a finite latency >= 0", p, a)
+		case !finite(b) || b <= 0:
+			return fmt.Errorf("beta %s = %v GB/s: want a finite bandwidth > 0", p, b)
+		case !finite(m) || m < b:
+			return fmt.Errorf("beta_max %s = %v GB/s: want a finite ceiling >= beta (%v)", p, m, b)
+		}
+	}
+	if !finite(k.OpCost) || k.OpCost < 0 {
+		return fmt.Errorf("op_cost = %v µs: want a finite cost >= 0", k.OpCost)
+	}
+	for a, e := range k.Eff {
+		if !(e >= 0 && e <= 2) {
+			return fmt.Errorf("efficiency %s = %v: want 0..2", algos.Algo(a), e)
+		}
+		if l := k.AlgoLat[a]; !finite(l) || l < 0 {
+			return fmt.Errorf("algo_lat %s = %v µs: want a finite latency >= 0", algos.Algo(a), l)
+		}
+	}
+	if k.Eff[algos.Ring] == 0 {
+		return fmt.Errorf("efficiency ring = 0: want the ring's efficiency (1 unless measured otherwise)")
+	}
+	return nil
 }
 
-// MarshalJSON writes the tables keyed by class, protocol and algorithm
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// The JSON form of Consts: tables keyed by class, protocol and algorithm
 // names.
+type (
+	constsFile struct {
+		Source  string                `json:"source"`
+		Classes map[string]*classFile `json:"classes"`
+	}
+	classFile struct {
+		Source     string             `json:"source,omitempty"`
+		Gamma      map[string]float64 `json:"gamma_us"`
+		Alpha      map[string]float64 `json:"alpha_us"`
+		Beta       map[string]float64 `json:"beta_gbs"`
+		BetaMax    map[string]float64 `json:"beta_max_gbs"`
+		AlgoLat    map[string]float64 `json:"algo_lat_us"`
+		Efficiency map[string]float64 `json:"efficiency"`
+		OpCost     float64            `json:"op_cost_us"`
+	}
+)
+
+// MarshalJSON writes the tables keyed by class, protocol and algorithm
+// names (algorithms with no entry are left out).
 func (c *Consts) MarshalJSON() ([]byte, error) {
-	f := constsFile{Source: c.Source, Alpha: perClass(&c.Alpha), Beta: perClass(&c.Beta), BetaMax: perClass(&c.BetaMax),
-		Gamma: perProto(&c.Gamma), OpCost: c.OpCost, Efficiency: map[string]float64{}, AlgoLat: map[string]float64{}}
-	for a, e := range c.Eff {
-		if e != 0 {
-			f.Efficiency[algos.Algo(a).String()] = e
+	f := constsFile{Source: c.Source, Classes: map[string]*classFile{}}
+	for cl := range Class(NumClasses) {
+		k := &c.Class[cl]
+		cf := &classFile{Source: k.Source, Gamma: perProto(&k.Gamma), Alpha: perProto(&k.Alpha), Beta: perProto(&k.Beta), BetaMax: perProto(&k.BetaMax),
+			AlgoLat: map[string]float64{}, Efficiency: map[string]float64{}, OpCost: k.OpCost}
+		for a := range algos.Algo(algos.NumAlgos) {
+			if e := k.Eff[a]; e != 0 {
+				cf.Efficiency[a.String()] = e
+			}
+			if l := k.AlgoLat[a]; l != 0 {
+				cf.AlgoLat[a.String()] = l
+			}
 		}
-		if l := c.AlgoLat[a]; l != 0 {
-			f.AlgoLat[algos.Algo(a).String()] = l
-		}
+		f.Classes[cl.String()] = cf
 	}
 	return json.Marshal(f)
 }
 
-// UnmarshalJSON reads what MarshalJSON writes; every table entry must be
-// present, and names it does not know are errors.
+// UnmarshalJSON reads what MarshalJSON writes; every class and every
+// protocol entry must be present, and names it does not know are errors.
 func (c *Consts) UnmarshalJSON(b []byte) error {
 	var f constsFile
 	d := json.NewDecoder(bytes.NewReader(b))
@@ -165,53 +203,64 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 	if err := d.Decode(&f); err != nil {
 		return err
 	}
-	var n Consts
-	n.Source, n.OpCost = f.Source, f.OpCost
-	for _, t := range []struct {
-		name string
-		m    map[string]map[string]float64
-		dst  *[NumClasses][protocols.NumProtos]float64
-	}{{"alpha_us", f.Alpha, &n.Alpha}, {"beta_gbs", f.Beta, &n.Beta}, {"beta_max_gbs", f.BetaMax, &n.BetaMax}} {
-		if len(t.m) != NumClasses {
-			return fmt.Errorf("%s: want the classes %s, %s and %s", t.name, SHM, Net, SHMBusy)
+	n := Consts{Source: f.Source}
+	for name := range f.Classes {
+		if _, ok := ParseClass(name); !ok {
+			return fmt.Errorf("classes: unknown class %q: want %s, %s and %s", name, SHM, Net, SHMBusy)
 		}
-		for cl := range Class(NumClasses) {
-			if err := fromProtos(t.name+"."+cl.String(), t.m[cl.String()], &t.dst[cl]); err != nil {
+	}
+	for cl := range Class(NumClasses) {
+		cf := f.Classes[cl.String()]
+		if cf == nil {
+			return fmt.Errorf("classes: no %q: want the classes %s, %s and %s", cl, SHM, Net, SHMBusy)
+		}
+		k := &n.Class[cl]
+		k.Source, k.OpCost = cf.Source, cf.OpCost
+		for _, t := range []struct {
+			name string
+			m    map[string]float64
+			dst  *[protocols.NumProtos]float64
+		}{{"gamma_us", cf.Gamma, &k.Gamma}, {"alpha_us", cf.Alpha, &k.Alpha}, {"beta_gbs", cf.Beta, &k.Beta}, {"beta_max_gbs", cf.BetaMax, &k.BetaMax}} {
+			if err := fromProtos(cl.String()+"."+t.name, t.m, t.dst); err != nil {
 				return err
 			}
 		}
-	}
-	if err := fromProtos("gamma_us", f.Gamma, &n.Gamma); err != nil {
-		return err
-	}
-	for _, t := range []struct {
-		name string
-		m    map[string]float64
-		dst  *[algos.NumAlgos]float64
-	}{{"efficiency", f.Efficiency, &n.Eff}, {"algo_lat_us", f.AlgoLat, &n.AlgoLat}} {
-		for name, v := range t.m {
-			a := -1
-			for i := range algos.NumAlgos {
-				if algos.Algo(i).String() == name {
-					a = i
+		for _, t := range []struct {
+			name string
+			m    map[string]float64
+			dst  *[algos.NumAlgos]float64
+		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}} {
+			for name, v := range t.m {
+				a, ok := algoByName(name)
+				if !ok {
+					return fmt.Errorf("%s.%s: unknown algorithm %q", cl, t.name, name)
 				}
+				t.dst[a] = v
 			}
-			if a < 0 {
-				return fmt.Errorf("%s: unknown algorithm %q", t.name, name)
-			}
-			t.dst[a] = v
 		}
 	}
 	*c = n
 	return nil
 }
 
-func perClass(t *[NumClasses][protocols.NumProtos]float64) map[string]map[string]float64 {
-	m := map[string]map[string]float64{}
-	for cl := range Class(NumClasses) {
-		m[cl.String()] = perProto(&t[cl])
+// ParseClass returns the class named name (shm, net, shm-busy).
+func ParseClass(name string) (Class, bool) {
+	for cl, n := range classNames {
+		if n == name {
+			return Class(cl), true
+		}
 	}
-	return m
+	return 0, false
+}
+
+// algoByName returns the algorithm NCCL names name (any case).
+func algoByName(name string) (algos.Algo, bool) {
+	for a := range algos.Algo(algos.NumAlgos) {
+		if strings.EqualFold(a.String(), name) {
+			return a, true
+		}
+	}
+	return 0, false
 }
 
 func perProto(t *[protocols.NumProtos]float64) map[string]float64 {

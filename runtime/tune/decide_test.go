@@ -30,15 +30,27 @@ func fullMask(topo *algos.Topo) Mask {
 	return m
 }
 
-// decisionLines are the model's decisions with the built-in constants for
+// fixedConsts is the fixed calibration the decisions are checked against
+// (testdata/consts.json: the built-in constants when the golden file was
+// made), so that recalibrating the built-in constants changes no test.
+func fixedConsts(t testing.TB) *Consts {
+	t.Helper()
+	c, err := LoadConsts(filepath.Join("testdata", "consts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// decisionLines are the model's decisions with the fixed constants for
 // every collective, sizes 8 B..1 GiB (x4), 2..1024 ranks on 1..64 hosts.
-func decisionLines() []string {
+func decisionLines(c *Consts) []string {
 	var lines []string
 	for _, shape := range [][2]int{{2, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}, {8, 1}, {8, 4}, {8, 8}, {16, 2}, {16, 16},
 		{64, 8}, {64, 64}, {128, 16}, {256, 64}, {1024, 64}} {
 		n, hosts := shape[0], shape[1]
 		topo := algos.BlockTopo(hosts, n/hosts)
-		m := New(Default(), topo, fullMask(topo), nil, false)
+		m := New(c, topo, fullMask(topo), nil, false)
 		for coll := range algos.Coll(algos.NumColls) {
 			for size := int64(8); size <= 1<<30; size *= 4 {
 				best, next := m.Decide(coll, size, 1, -1)
@@ -50,11 +62,11 @@ func decisionLines() []string {
 	return lines
 }
 
-// TestDecisionsGolden: the decisions for a fixed calibration (the
-// built-in constants) are those in testdata/decisions.golden (go test
+// TestDecisionsGolden: the decisions for a fixed calibration
+// (testdata/consts.json) are those in testdata/decisions.golden (go test
 // -run TestDecisionsGolden -update rewrites it; review the diff).
 func TestDecisionsGolden(t *testing.T) {
-	got := strings.Join(decisionLines(), "\n") + "\n"
+	got := strings.Join(decisionLines(fixedConsts(t)), "\n") + "\n"
 	path := filepath.Join("testdata", "decisions.golden")
 	if *update {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
@@ -84,7 +96,7 @@ func TestDecisionsGolden(t *testing.T) {
 func TestDecideIsArgmin(t *testing.T) {
 	for _, shape := range [][2]int{{2, 2}, {4, 1}, {8, 4}, {16, 16}} {
 		topo := algos.BlockTopo(shape[1], shape[0]/shape[1])
-		m := New(Default(), topo, fullMask(topo), nil, false)
+		m := New(fixedConsts(t), topo, fullMask(topo), nil, false)
 		for coll := range algos.Coll(algos.NumColls) {
 			for size := int64(1); size <= 1<<30; size *= 2 {
 				var times []Choice
@@ -121,7 +133,7 @@ func TestMask(t *testing.T) {
 	for p := range protocols.Proto(protocols.NumProtos) {
 		m[algos.AllReduce][algos.Tree][p] = true
 	}
-	model := New(Default(), topo, m, nil, false)
+	model := New(fixedConsts(t), topo, m, nil, false)
 	if best, _ := model.Decide(algos.AllReduce, 1<<20, 1, -1); best.Algo != algos.Tree {
 		t.Errorf("AllReduce with only the tree allowed ran %v", best)
 	}
@@ -129,10 +141,10 @@ func TestMask(t *testing.T) {
 		t.Errorf("AllGather with nothing allowed got %v, want none", best)
 	}
 	full := fullMask(topo)
-	withPAT := New(Default(), topo, full, nil, false)
+	withPAT := New(fixedConsts(t), topo, full, nil, false)
 	best, _ := withPAT.Decide(algos.ReduceScatter, 64, 1, -1)
 	full[algos.ReduceScatter][algos.PAT][protocols.Simple] = false
-	without := New(Default(), topo, full, nil, false)
+	without := New(fixedConsts(t), topo, full, nil, false)
 	other, _ := without.Decide(algos.ReduceScatter, 64, 1, -1)
 	if other.Algo == algos.PAT || (best.Algo == algos.PAT && other == best) {
 		t.Errorf("PAT masked off: got %v (with PAT: %v)", other, best)
@@ -151,7 +163,7 @@ func TestConfigOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Default(), topo, fullMask(topo), cfg, false)
+	m := New(fixedConsts(t), topo, fullMask(topo), cfg, false)
 	if got, _ := m.Decide(algos.AllReduce, 512, 1, -1); got.Algo != algos.Tree || got.Proto != protocols.LL || got.Channels != 2 || got.Line != 1 {
 		t.Errorf("512 B: %+v, want Tree/LL on 2 channels from line 1", got)
 	}

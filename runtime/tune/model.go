@@ -55,6 +55,28 @@ func New(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, busy bool) *Model 
 	return m
 }
 
+// Class is the job's slowest link class, whose bandwidth, efficiencies
+// and per-call latencies the model uses: Net when the job spans hosts,
+// else SHM (SHMBusy on a host with more ranks than cores).
+func (m *Model) Class() Class {
+	if m.nodes > 1 {
+		return Net
+	}
+	return m.intra
+}
+
+// Steps returns the steps on the critical path of one chunk of coll by
+// algorithm a on the model's topology (StepsOf).
+func (m *Model) Steps(coll algos.Coll, a algos.Algo) Steps { return m.steps[coll][a] }
+
+// With returns the model of the same job, mask and config file on the
+// constants c.
+func (m *Model) With(c *Consts) *Model {
+	w := *m
+	w.c = c
+	return &w
+}
+
 // Consts returns the model's constants.
 func (m *Model) Consts() *Consts { return m.c }
 
@@ -137,27 +159,31 @@ func treeSteps(topo *algos.Topo) Steps {
 // cost plus every step of its critical path.
 func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
 	s := m.steps[coll][a]
-	return m.c.Gamma[p] + m.c.AlgoLat[a] + float64(s.Intra)*m.c.Alpha[m.intra][p] + float64(s.Inter)*m.c.Alpha[Net][p] + float64(s.Ops)*m.c.OpCost
+	k := &m.c.Class[m.Class()]
+	return k.Gamma[p] + k.AlgoLat[a] + float64(s.Intra)*m.c.Class[m.intra].Alpha[p] + float64(s.Inter)*m.c.Class[Net].Alpha[p] + float64(s.Ops)*k.OpCost
 }
 
 // BW returns the algorithm bandwidth of coll by (a, p) on nch channels, in
 // GB/s: the slowest class's bandwidth for nch channels (up to its ceiling),
 // times the algorithm's efficiency and the ring's bus-to-algorithm factor.
 func (m *Model) BW(coll algos.Coll, a algos.Algo, p protocols.Proto, nch int) float64 {
-	cl := m.intra
-	if m.nodes > 1 {
-		cl = Net
-	}
-	bw := min(float64(max(nch, 1))*m.c.Beta[cl][p], m.c.BetaMax[cl][p]) * m.c.Eff[a]
+	k := &m.c.Class[m.Class()]
+	return min(float64(max(nch, 1))*k.Beta[p], k.BetaMax[p]) * k.Eff[a] * m.algFactor(coll)
+}
+
+// algFactor turns bus bandwidth into algorithm bandwidth for coll: the
+// inverse of nccl-tests' bus factor (all-reduce 2(n-1)/n, reduce-scatter
+// and all-gather (n-1)/n, the others 1).
+func (m *Model) algFactor(coll algos.Coll) float64 {
 	n := float64(m.n)
 	switch {
 	case m.n == 1:
 	case coll == algos.AllReduce:
-		bw *= n / (2 * (n - 1))
+		return n / (2 * (n - 1))
 	case coll == algos.ReduceScatter || coll == algos.AllGather:
-		bw *= n / (n - 1)
+		return n / (n - 1)
 	}
-	return bw
+	return 1
 }
 
 // Time returns the predicted time of a call of coll moving nbytes (NCCL's
@@ -167,11 +193,15 @@ func (m *Model) Time(coll algos.Coll, a algos.Algo, p protocols.Proto, nbytes in
 	if !m.mask[coll][a][p] {
 		return -1
 	}
-	bw := m.BW(coll, a, p, nch)
-	if bw <= 0 {
+	if m.BW(coll, a, p, nch) <= 0 {
 		return -1
 	}
-	return m.Lat(coll, a, p) + float64(nbytes)/(1000*bw)
+	return m.predict(coll, a, p, nbytes, nch)
+}
+
+// predict is Time without the mask.
+func (m *Model) predict(coll algos.Coll, a algos.Algo, p protocols.Proto, nbytes int64, nch int) float64 {
+	return m.Lat(coll, a, p) + float64(nbytes)/(1000*m.BW(coll, a, p, nch))
 }
 
 // Choice is one entry of the model and its predicted time.
@@ -205,7 +235,7 @@ func (c Choice) String() string {
 // others.
 func (m *Model) Decide(coll algos.Coll, nbytes int64, nch int, only algos.Algo) (best, next Choice) {
 	if m.n == 1 {
-		return Choice{Algo: algos.Ring, Proto: protocols.Simple, Channels: nch, Time: m.c.Gamma[protocols.Simple]}, Choice{Time: -1}
+		return Choice{Algo: algos.Ring, Proto: protocols.Simple, Channels: nch, Time: m.c.Class[m.Class()].Gamma[protocols.Simple]}, Choice{Time: -1}
 	}
 	best, next = m.argmin(coll, nbytes, nch, only, KeepAlgo, KeepProto)
 	if only >= 0 || m.cfg == nil {
@@ -246,7 +276,7 @@ func (m *Model) argmin(coll algos.Coll, nbytes int64, nch int, only, algo algos.
 			}
 			var t float64
 			if only >= 0 {
-				t = m.Lat(coll, a, p) + float64(nbytes)/(1000*m.BW(coll, a, p, nch))
+				t = m.predict(coll, a, p, nbytes, nch)
 			} else if t = m.Time(coll, a, p, nbytes, nch); t < 0 {
 				continue
 			}

@@ -1,0 +1,321 @@
+package tune
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
+
+// Calibration: the constants of one link class refitted from times
+// measured on a job whose slowest class it is (cc-perf calibrate). The
+// model is linear, T = lat + bytes / bw, so each constant comes from the
+// sizes where it dominates:
+//
+//  1. beta, per protocol: the ring's large calls (>= LargeBytes) on the
+//     fewest channels measured, bus bandwidth after the predicted latency
+//     is taken off; beta_max likewise from the most channels measured;
+//  2. alpha, per protocol: the ring's small calls (<= SmallBytes), the
+//     call's other costs (gamma, the other class's steps, the bytes at the
+//     new beta) taken off, divided by the steps of this class;
+//  3. per other algorithm: its efficiency from its large calls against
+//     the refitted ring, then its per-call latency (for PAT, the cost of
+//     each of its program's steps) from its small calls.
+//
+// Each estimate is the median over the samples that feed it, so one
+// disturbed measurement moves nothing. What was not measured (a protocol
+// NCCL_PROTO excluded, PAT on a host with several ranks) keeps the base
+// value and the report says so.
+
+// Sizes that split a calibration's samples: latency from calls of at most
+// SmallBytes, bandwidth from calls of at least LargeBytes.
+const (
+	SmallBytes = 4 << 10
+	LargeBytes = 1 << 20
+)
+
+// Sample is one measured configuration of a calibration run.
+type Sample struct {
+	Coll     algos.Coll
+	Algo     algos.Algo
+	Proto    protocols.Proto
+	Channels int
+	Bytes    int64   // NCCL's nBytes: the larger of the send and receive bytes
+	TimeUS   float64 // the time of one call (a median), µs
+}
+
+// Fitted is a calibration's result for one class: the constants before
+// and after, and what each new value rests on.
+type Fitted struct {
+	Class    Class
+	Old, New ClassConsts
+	// Basis says, per constant ("alpha LL", "efficiency Tree", ...), how
+	// many samples the new value rests on, or why it was kept.
+	Basis map[string]string
+	// ErrBefore and ErrAfter are the median relative error of the model's
+	// predictions over every sample, with the base constants and with the
+	// fitted ones (0.1 = 10%).
+	ErrBefore, ErrAfter float64
+}
+
+// Fit returns a copy of base whose class m.Class() is refitted from
+// samples measured on m's job (m gives the topology, its steps and its
+// class; its own constants are not used), with source as the class's
+// Source. It fails when the ring's samples cannot give a bandwidth and a
+// latency for any protocol.
+func Fit(base *Consts, m *Model, samples []Sample, source string) (*Consts, *Fitted, error) {
+	cl := m.Class()
+	c := *base
+	x := &fitter{f: &Fitted{Class: cl, Old: base.Class[cl], Basis: map[string]string{}}, k: &c.Class[cl], fm: *m, samples: samples}
+	x.k.Source = source
+	x.fm.c = &c // the model on the constants being fitted
+	for _, s := range samples {
+		if x.minCh == 0 || s.Channels < x.minCh {
+			x.minCh = s.Channels
+		}
+		x.maxCh = max(x.maxCh, s.Channels)
+	}
+	// Twice: each estimate takes off terms the others give (beta the
+	// latency, alpha the bandwidth); the second round starts from the
+	// first's values.
+	for range 2 {
+		if err := x.ring(); err != nil {
+			return nil, nil, err
+		}
+		if err := x.others(); err != nil {
+			return nil, nil, err
+		}
+	}
+	x.f.New = *x.k
+	if err := c.Check(); err != nil {
+		return nil, nil, fmt.Errorf("the fitted constants are unusable: %w", err)
+	}
+	x.f.ErrBefore, x.f.ErrAfter = m.With(base).relErr(samples), x.fm.relErr(samples)
+	return &c, x.f, nil
+}
+
+// fitter is one Fit in progress.
+type fitter struct {
+	f            *Fitted
+	k            *ClassConsts // the class being fitted, inside fm's constants
+	fm           Model
+	samples      []Sample
+	minCh, maxCh int // the fewest and most channels measured
+}
+
+// pick returns the samples of algorithm a and protocol p (KeepProto: any)
+// on ch channels (0: any), large (>= LargeBytes) or small (1..SmallBytes:
+// a call of no bytes returns before any step).
+func (x *fitter) pick(a algos.Algo, p protocols.Proto, ch int, large bool) []Sample {
+	var out []Sample
+	for _, s := range x.samples {
+		if s.Algo == a && (p == KeepProto || s.Proto == p) && (ch == 0 || s.Channels == ch) && s.TimeUS > 0 &&
+			((large && s.Bytes >= LargeBytes) || (!large && s.Bytes > 0 && s.Bytes <= SmallBytes)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// busBW returns the bus bandwidth each sample shows once the model's
+// latency is taken off (the class's bandwidth times the algorithm's
+// efficiency), divided by div(s), leaving out samples that took no longer
+// than the latency.
+func (x *fitter) busBW(ss []Sample, div func(Sample) float64) []float64 {
+	var out []float64
+	for _, s := range ss {
+		if t := s.TimeUS - x.fm.Lat(s.Coll, s.Algo, s.Proto); t > 0 {
+			out = append(out, float64(s.Bytes)/(1000*t)/x.fm.algFactor(s.Coll)/div(s))
+		}
+	}
+	return out
+}
+
+// tooFast says why a bandwidth was kept when every large call took no
+// longer than the predicted latency.
+const tooFast = "the large calls took no longer than the predicted latency"
+
+// excess is what a sample took beyond the model's prediction, in µs.
+func (x *fitter) excess(s Sample) float64 {
+	return s.TimeUS - x.fm.predict(s.Coll, s.Algo, s.Proto, s.Bytes, s.Channels)
+}
+
+// ring fits the ring's beta, beta_max and alpha, per protocol measured.
+func (x *fitter) ring() error {
+	k, f := x.k, x.f
+	fitted := 0
+	for p := range protocols.Proto(protocols.NumProtos) {
+		name := "beta " + p.String()
+		ss := x.pick(algos.Ring, p, x.minCh, true)
+		if len(ss) == 0 {
+			f.keep(name, fmt.Sprintf("no ring %s call of >= %d B was measured", p, LargeBytes))
+			f.keep("beta_max "+p.String(), "beta was not measured")
+			continue
+		}
+		one := func(Sample) float64 { return 1 }
+		bw := x.busBW(ss, func(Sample) float64 { return float64(x.minCh) })
+		if len(bw) == 0 {
+			f.keep(name, tooFast)
+			f.keep("beta_max "+p.String(), tooFast)
+			continue
+		}
+		ratio := k.BetaMax[p] / k.Beta[p]
+		k.Beta[p] = median(bw)
+		f.note(name, len(bw), fmt.Sprintf("ring, %d channel(s), >= %d B", x.minCh, LargeBytes))
+		fitted++
+		if big := x.busBW(x.pick(algos.Ring, p, x.maxCh, true), one); x.maxCh > x.minCh && len(big) > 0 {
+			k.BetaMax[p] = max(k.Beta[p], median(big))
+			f.note("beta_max "+p.String(), len(big), fmt.Sprintf("ring, %d channels", x.maxCh))
+		} else {
+			k.BetaMax[p] = k.Beta[p] * ratio
+			f.keep("beta_max "+p.String(), fmt.Sprintf("only %d channel(s) measured: the base's ratio to beta, %.2f", x.minCh, ratio))
+		}
+	}
+	if fitted == 0 {
+		return fmt.Errorf("no ring call of >= %d B was measured that took longer than the predicted latency: nothing to fit a bandwidth to", LargeBytes)
+	}
+	// gamma and alpha: a small call's cost beyond its bytes and the other
+	// class's steps is gamma + steps x alpha. The median at each step count
+	// (the ring's all-reduce has twice the steps of its reduce-scatter and
+	// all-gather) is a point; the line through the points gives both. With
+	// one step count, only alpha is fitted.
+	for p := range protocols.Proto(protocols.NumProtos) {
+		ss := x.pick(algos.Ring, p, 0, false)
+		if len(ss) == 0 {
+			why := fmt.Sprintf("no ring %s call of 1..%d B was measured", p, SmallBytes)
+			f.keep("alpha "+p.String(), why)
+			f.keep("gamma "+p.String(), why)
+			continue
+		}
+		gamma := k.Gamma[p]
+		k.Alpha[p], k.Gamma[p] = 0, 0
+		bySteps := map[int][]float64{}
+		for _, s := range ss {
+			n := x.fm.classSteps(s.Coll, s.Algo)
+			bySteps[n] = append(bySteps[n], x.excess(s))
+		}
+		var xs, ys []float64
+		for n, e := range bySteps {
+			xs, ys = append(xs, float64(n)), append(ys, median(e))
+		}
+		if len(xs) == 1 {
+			k.Gamma[p] = gamma
+			k.Alpha[p] = max(0, (ys[0]-gamma)/xs[0])
+			f.keep("gamma "+p.String(), fmt.Sprintf("the ring's calls measured have one step count (%g)", xs[0]))
+		} else {
+			k.Alpha[p], k.Gamma[p] = line(xs, ys)
+			f.note("gamma "+p.String(), len(ss), fmt.Sprintf("ring, 1..%d B, %d step counts", SmallBytes, len(xs)))
+		}
+		f.note("alpha "+p.String(), len(ss), fmt.Sprintf("ring, 1..%d B, %d step counts", SmallBytes, len(xs)))
+	}
+	return nil
+}
+
+// line fits y = slope x + icept to the points by least squares, with
+// neither below 0 (a negative one is set to 0 and the other refitted).
+func line(xs, ys []float64) (slope, icept float64) {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
+	}
+	slope = (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	icept = (sy - slope*sx) / n
+	switch {
+	case icept < 0:
+		return max(0, sxy/sxx), 0
+	case slope < 0:
+		return 0, max(0, sy/n)
+	}
+	return slope, icept
+}
+
+// others fits each other algorithm's efficiency against the ring, then its
+// latency per call (PAT: per step of its program).
+func (x *fitter) others() error {
+	k, f := x.k, x.f
+	for a := range algos.Algo(algos.NumAlgos) {
+		if a == algos.Ring || k.Eff[a] == 0 {
+			continue
+		}
+		name := "efficiency " + a.String()
+		ss := x.pick(a, KeepProto, x.minCh, true)
+		eff := x.busBW(ss, func(s Sample) float64 { return min(float64(s.Channels)*k.Beta[s.Proto], k.BetaMax[s.Proto]) })
+		switch {
+		case len(ss) == 0:
+			f.keep(name, fmt.Sprintf("no %s call of >= %d B was measured", a, LargeBytes))
+		case len(eff) == 0:
+			f.keep(name, tooFast)
+		default:
+			k.Eff[a] = min(2, median(eff))
+			f.note(name, len(eff), fmt.Sprintf("%d channel(s), >= %d B, against the ring", x.minCh, LargeBytes))
+		}
+		lname, per := "algo_lat "+a.String(), func(Sample) float64 { return 1 }
+		if a == algos.PAT { // PAT's cost grows with its program's steps
+			lname = "op_cost"
+			per = func(s Sample) float64 { return float64(max(1, x.fm.steps[s.Coll][a].Ops)) }
+		}
+		small := x.pick(a, KeepProto, 0, false)
+		if len(small) == 0 {
+			f.keep(lname, fmt.Sprintf("no %s call of 1..%d B was measured", a, SmallBytes))
+			continue
+		}
+		v := median(mapped(small, func(s Sample) float64 { return x.excess(s) / per(s) }))
+		if a == algos.PAT {
+			k.OpCost = max(0, k.OpCost+v)
+		} else {
+			k.AlgoLat[a] = max(0, k.AlgoLat[a]+v)
+		}
+		f.note(lname, len(small), fmt.Sprintf("1..%d B, beyond the ring's steps", SmallBytes))
+	}
+	return nil
+}
+
+// relErr is the median of |predicted / measured - 1| over samples.
+func (m *Model) relErr(samples []Sample) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	return median(mapped(samples, func(s Sample) float64 {
+		return math.Abs(m.predict(s.Coll, s.Algo, s.Proto, s.Bytes, s.Channels)/s.TimeUS - 1)
+	}))
+}
+
+// note records that constant name rests on n samples of what.
+func (f *Fitted) note(name string, n int, what string) {
+	f.Basis[name] = fmt.Sprintf("%d samples: %s", n, what)
+}
+
+// keep records that constant name kept the base's value, and why.
+func (f *Fitted) keep(name, why string) { f.Basis[name] = "kept: " + why }
+
+// classSteps is the number of steps of coll by a on links of the model's
+// class (Fit's alpha divides by it); at least 1.
+func (m *Model) classSteps(coll algos.Coll, a algos.Algo) int {
+	s := m.steps[coll][a]
+	if m.Class() == Net {
+		return max(1, s.Inter)
+	}
+	return max(1, s.Intra)
+}
+
+func mapped(ss []Sample, f func(Sample) float64) []float64 {
+	out := make([]float64, len(ss))
+	for i, s := range ss {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,0 +1,179 @@
+package tune
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
+
+// synthetic returns the times truth predicts for every entry of mask on
+// topo, at sizes from 8 B to 16 MiB, on 1 and 2 channels.
+func synthetic(truth *Consts, topo *algos.Topo, mask Mask) []Sample {
+	m := New(truth, topo, mask, nil, false)
+	var out []Sample
+	for coll := range algos.Coll(algos.NumColls) {
+		for a := range algos.Algo(algos.NumAlgos) {
+			for p := range protocols.Proto(protocols.NumProtos) {
+				if !mask[coll][a][p] {
+					continue
+				}
+				for _, ch := range []int{1, 2} {
+					for _, b := range []int64{8, 64, 512, 4096, 1 << 20, 4 << 20, 16 << 20} {
+						out = append(out, Sample{Coll: coll, Algo: a, Proto: p, Channels: ch, Bytes: b, TimeUS: m.Time(coll, a, p, b, ch)})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestFitRecoversConstants: times predicted from known constants give
+// those constants back, for the class of the job (shm on one host, net
+// across hosts with PAT's op cost), whatever the base; the other classes
+// are the base's.
+func TestFitRecoversConstants(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		topo *algos.Topo
+		cl   Class
+	}{
+		{"one host", algos.NewTopo(make([]int, 4)), SHM},
+		{"two hosts", algos.FlatTopo(2), Net},
+		{"four hosts of two", algos.BlockTopo(4, 2), Net},
+		{"eight alone", algos.FlatTopo(8), Net},
+	} {
+		truth := fixedConsts(t)
+		k := &truth.Class[c.cl]
+		k.Gamma = [3]float64{0.7, 1.1, 3}
+		k.Alpha = [3]float64{1.5, 2.5, 7}
+		k.Beta = [3]float64{0.4, 1.7, 3.1}
+		k.BetaMax = [3]float64{0.5, 2.2, 4.4}
+		k.Eff[algos.Tree], k.Eff[algos.CTRing], k.Eff[algos.PAT] = 1.2, 0.8, 0.6
+		k.AlgoLat[algos.Tree], k.AlgoLat[algos.CTRing] = 4, 9
+		k.OpCost = 1.25
+		mask := fullMask(c.topo)
+		base := fixedConsts(t)
+		m := New(base, c.topo, mask, nil, false)
+		got, f, err := Fit(base, m, synthetic(truth, c.topo, mask), "test")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if f.ErrAfter > 1e-3 || f.ErrBefore < 0.05 {
+			t.Errorf("%s: model error %.4f before the fit, %.4f after: want > 0.05 and ~0", c.name, f.ErrBefore, f.ErrAfter)
+		}
+		if f.Class != c.cl {
+			t.Errorf("%s: fitted class %s, want %s", c.name, f.Class, c.cl)
+		}
+		want := *k
+		want.Source = "test"
+		if c.topo.MaxPerHost() > 1 { // no PAT: its constants stay the base's
+			want.Eff[algos.PAT], want.OpCost = base.Class[c.cl].Eff[algos.PAT], base.Class[c.cl].OpCost
+		}
+		if d := constsDiff(&got.Class[c.cl], &want); d != "" {
+			t.Errorf("%s: %s", c.name, d)
+		}
+		for cl := range Class(NumClasses) {
+			if cl != c.cl && got.Class[cl] != base.Class[cl] {
+				t.Errorf("%s: class %s changed", c.name, cl)
+			}
+		}
+	}
+}
+
+// constsDiff names the first constant of got more than 0.1% away from want.
+func constsDiff(got, want *ClassConsts) string {
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-3*math.Max(math.Abs(b), 1e-9) }
+	for p := range protocols.Proto(protocols.NumProtos) {
+		for _, e := range []struct {
+			name string
+			g, w float64
+		}{{"gamma", got.Gamma[p], want.Gamma[p]}, {"alpha", got.Alpha[p], want.Alpha[p]}, {"beta", got.Beta[p], want.Beta[p]}, {"beta_max", got.BetaMax[p], want.BetaMax[p]}} {
+			if !near(e.g, e.w) {
+				return e.name + " " + p.String() + ": got " + ftoa(e.g) + ", want " + ftoa(e.w)
+			}
+		}
+	}
+	for a := range algos.Algo(algos.NumAlgos) {
+		if !near(got.Eff[a], want.Eff[a]) {
+			return "efficiency " + a.String() + ": got " + ftoa(got.Eff[a]) + ", want " + ftoa(want.Eff[a])
+		}
+		if !near(got.AlgoLat[a], want.AlgoLat[a]) {
+			return "algo_lat " + a.String() + ": got " + ftoa(got.AlgoLat[a]) + ", want " + ftoa(want.AlgoLat[a])
+		}
+	}
+	if !near(got.OpCost, want.OpCost) {
+		return "op_cost: got " + ftoa(got.OpCost) + ", want " + ftoa(want.OpCost)
+	}
+	if got.Source != want.Source {
+		return "source: got " + got.Source + ", want " + want.Source
+	}
+	return ""
+}
+
+// TestFitIgnoresOutliers: one sample in four disturbed tenfold changes
+// no fitted constant by more than 0.1% (medians).
+func TestFitIgnoresOutliers(t *testing.T) {
+	topo := algos.FlatTopo(2)
+	mask := fullMask(topo)
+	base := fixedConsts(t)
+	samples := synthetic(base, topo, mask)
+	for i := range samples {
+		if i%4 == 1 {
+			samples[i].TimeUS *= 10
+		}
+	}
+	got, _, err := Fit(base, New(base, topo, mask, nil, false), samples, base.Class[Net].Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := constsDiff(&got.Class[Net], &base.Class[Net]); d != "" {
+		t.Error(d)
+	}
+}
+
+// TestFitKeepsWhatItDidNotMeasure: a protocol with no samples keeps the
+// base's constants and the basis says why; with no large ring call at all
+// the fit fails.
+func TestFitKeepsWhatItDidNotMeasure(t *testing.T) {
+	topo := algos.NewTopo(make([]int, 2))
+	var mask Mask
+	mask[algos.AllReduce][algos.Ring][protocols.Simple] = true
+	mask[algos.AllReduce][algos.Ring][protocols.LL128] = true
+	base := fixedConsts(t)
+	truth := fixedConsts(t)
+	truth.Class[SHM].Beta[protocols.Simple] = 3
+	got, f, err := Fit(base, New(base, topo, mask, nil, false), synthetic(truth, topo, mask), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.Class[SHM].Beta[protocols.Simple]; math.Abs(g-3) > 1e-9 {
+		t.Errorf("beta Simple %v, want 3", g)
+	}
+	if g, w := got.Class[SHM].Alpha[protocols.LL], base.Class[SHM].Alpha[protocols.LL]; g != w {
+		t.Errorf("alpha LL %v, want the base's %v", g, w)
+	}
+	for _, name := range []string{"alpha LL", "beta LL", "efficiency Tree", "algo_lat Tree"} {
+		if !strings.HasPrefix(f.Basis[name], "kept: no ") {
+			t.Errorf("basis of %s: %q, want kept: no ... measured", name, f.Basis[name])
+		}
+	}
+	if b := f.Basis["beta Simple"]; !strings.HasPrefix(b, "3 samples: ring") {
+		t.Errorf("basis of beta Simple: %q", b)
+	}
+	var small []Sample
+	for _, s := range synthetic(truth, topo, mask) {
+		if s.Bytes < LargeBytes {
+			small = append(small, s)
+		}
+	}
+	if _, _, err := Fit(base, New(base, topo, mask, nil, false), small, "test"); err == nil || !strings.Contains(err.Error(), "no ring call of >= 1048576 B") {
+		t.Errorf("fit without large calls: %v", err)
+	}
+}
+
+func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
