@@ -112,6 +112,7 @@ func newRoot(e *env) *cobra.Command {
 		root.AddCommand(newCollCmd(c, e))
 	}
 	root.AddCommand(newTuneCmd(e))
+	root.AddCommand(newCalibrateCmd(e))
 	return root
 }
 
@@ -122,12 +123,7 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 		Aliases: []string{c.Name + "_perf"},
 		Short:   "benchmark " + c.Name + " (nccl-tests' " + c.Name + "_perf)",
 		Long:    collLong(c),
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q: %s takes only flags", args[0], c.Name)
-			}
-			return nil
-		},
+		Args:    onlyFlags(c.Name),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cli.BindFlags(cmd.Flags(), e.viper, envPrefix); err != nil {
 				return cli.WithCode(exitUsage, err)
@@ -142,6 +138,16 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 	cmd.Flags().SortFlags = false
 	f.register(cmd.Flags())
 	return cmd
+}
+
+// onlyFlags refuses positional arguments of the subcommand called name.
+func onlyFlags(name string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected argument %q: %s takes only flags", args[0], name)
+		}
+		return nil
+	}
 }
 
 func collLong(c *bench.Coll) string {

@@ -157,11 +157,6 @@ func (f *tuneFlags) validate(coll *bench.Coll) (*tuneConfig, error) {
 	}, nil
 }
 
-// options is the bench.Options whose buffers the sweep allocates.
-func (c *tuneConfig) options() bench.Options {
-	return bench.Options{Coll: c.o.Coll, MaxBytes: c.o.MaxBytes, Check: 1}
-}
-
 // tunable is every collective whose algorithm the tuner chooses.
 func tunable() []*bench.Coll {
 	var out []*bench.Coll
@@ -240,12 +235,7 @@ give it to the runtime as NCCL_TUNER_CONFIG_FILE.
 Exit status: 0 ok; 2 system error; 3 runtime error; 4 timeout (-T); 6 invalid
 usage; 7 wrong data, or --check failed (%.0f%% of sizes within regret %.2f,
 every size below %g).`, 100*checkFraction, report.GoodRegret, checkWorst),
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q: tune %s takes only flags", args[0], c.Name)
-			}
-			return nil
-		},
+		Args: onlyFlags("tune " + c.Name),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tc, err := f.validate(c)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/report"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"github.com/seed-760dd1f1/cc/runtime/comm"
 	"github.com/seed-760dd1f1/cc/runtime/tune"
 	"golang.org/x/sys/unix"
@@ -23,36 +24,13 @@ import (
 // tuneRun runs one cc-perf tune: join or create the ranks, sweep, and on
 // the process of rank 0 report, write --config and apply --check.
 func tuneRun(ctx context.Context, tc *tuneConfig, e *env) error {
-	params, id, nranks, err := discover(e, tc.nthreads, tc.ngpus)
-	if err != nil {
-		return err
-	}
 	o := &tc.o
-	if err := o.Coll.CheckRanks(nranks); err != nil {
-		return usagef("%v", err)
-	}
-	if o.Coll.Rooted && o.Root >= nranks {
-		return usagef("-r/--root %d with %d ranks: want 0..%d", o.Root, nranks, nranks-1)
-	}
-	perProc := tc.nthreads * tc.ngpus
-	if err := checkMemory(tc.options(), perProc, e.readFile); err != nil {
+	j, err := joinSweep(ctx, e, tc.nthreads, tc.ngpus, o.MaxBytes, []*bench.Coll{o.Coll}, o.Root, o.Channels)
+	if err != nil {
 		return err
 	}
-	comms, err := initComms(ctx, id, perProc, nranks, params)
-	if err != nil {
-		return failed(err, nil)
-	}
-	defer closeComms(comms)
-	// Force would quietly cap a count above the communicators' channels.
-	for _, ch := range o.Channels {
-		if nc := comms[0].NChannels(); ch > nc {
-			return usagef("--channels %d: the communicators have %d channel(s) (one per two cores, 1 to 4, or NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS/NCCL_NCHANNELS): want 1..%d or auto", ch, nc, nc)
-		}
-	}
-	bcomms := make([]bench.Communicator, len(comms))
-	for i, c := range comms {
-		bcomms[i] = benchComm{c}
-	}
+	defer j.close()
+	id, nranks, comms, bcomms := j.id, j.nranks, j.comms, j.bcomms
 
 	if id.Rank != 0 { // every process sweeps; only rank 0's reports
 		if err := bench.Tune(ctx, bcomms, *o, nil); err != nil {
@@ -60,10 +38,7 @@ func tuneRun(ctx context.Context, tc *tuneConfig, e *env) error {
 		}
 		return nil
 	}
-	rec := &tuneRecorder{coll: o.Coll.Name}
-	if e.isTerminal != nil && e.isTerminal(e.stderr) {
-		rec.progress = e.stderr
-	}
+	rec := newTuneRecorder(o.Coll.Name, e)
 	runErr := bench.Tune(ctx, bcomms, *o, rec)
 	rec.endProgress()
 
@@ -120,6 +95,55 @@ func tuneRun(ctx context.Context, tc *tuneConfig, e *env) error {
 	return nil
 }
 
+// sweepJob is this process's ranks of a cc-perf tune or calibrate job.
+type sweepJob struct {
+	id     bootstrap.Identity
+	nranks int
+	comms  []*comm.Comm
+	bcomms []bench.Communicator // comms, as bench sees them
+}
+
+func (j *sweepJob) close() { closeComms(j.comms) }
+
+// joinSweep joins (or, without a launcher, creates) the job's ranks for
+// sweeps of colls up to maxBytes with root (rooted collectives) on the
+// given channel counts, after checking that the job can run them: the
+// rank count, the root, the memory of this process's buffers, and channel
+// counts the communicators have (Force would quietly cap one above).
+func joinSweep(ctx context.Context, e *env, nthreads, ngpus int, maxBytes int64, colls []*bench.Coll, root int, channels []int) (*sweepJob, error) {
+	params, id, nranks, err := discover(e, nthreads, ngpus)
+	if err != nil {
+		return nil, err
+	}
+	perProc := nthreads * ngpus
+	for _, c := range colls {
+		if err := c.CheckRanks(nranks); err != nil {
+			return nil, usagef("%v", err)
+		}
+		if c.Rooted && root >= nranks {
+			return nil, usagef("-r/--root %d with %d ranks: want 0..%d", root, nranks, nranks-1)
+		}
+		if err := checkMemory(bench.Options{Coll: c, MaxBytes: maxBytes, Check: 1}, perProc, e.readFile); err != nil {
+			return nil, err
+		}
+	}
+	comms, err := initComms(ctx, id, perProc, nranks, params)
+	if err != nil {
+		return nil, failed(err, nil)
+	}
+	j := &sweepJob{id: id, nranks: nranks, comms: comms, bcomms: make([]bench.Communicator, len(comms))}
+	for i, c := range comms {
+		j.bcomms[i] = benchComm{c}
+	}
+	for _, ch := range channels {
+		if nc := comms[0].NChannels(); ch > nc {
+			j.close()
+			return nil, usagef("--channels %d: the communicators have %d channel(s) (one per two cores, 1 to 4, or NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS/NCCL_NCHANNELS): want 1..%d or auto", ch, nc, nc)
+		}
+	}
+	return j, nil
+}
+
 // checkRegret is --check: nil when the automatic pick is within GoodRegret
 // of the best at checkFraction of the sizes and below checkWorst at every
 // size, else an error saying what missed.
@@ -172,6 +196,16 @@ type tuneRecorder struct {
 	rows     []bench.TuneRow
 	progress io.Writer // stderr when it is a terminal, else nil
 	drawn    bool
+}
+
+// newTuneRecorder is rank 0's recorder of a sweep called what, with a
+// progress line when stderr is a terminal.
+func newTuneRecorder(what string, e *env) *tuneRecorder {
+	r := &tuneRecorder{coll: what}
+	if e.isTerminal != nil && e.isTerminal(e.stderr) {
+		r.progress = e.stderr
+	}
+	return r
 }
 
 func (r *tuneRecorder) Begin(c []bench.Config) { r.configs = c }

@@ -1,0 +1,48 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
+)
+
+// TestWriteCalibration: the report has a row per constant of the class
+// with both values and the basis, and warns exactly when the fitted model
+// misses by more than BadFit.
+func TestWriteCalibration(t *testing.T) {
+	old := tune.Default().Class[tune.Net]
+	nw := old
+	nw.Alpha[2] = 42
+	f := &tune.Fitted{Class: tune.Net, Old: old, New: nw, Basis: map[string]string{"alpha Simple": "3 samples: ring"}, ErrBefore: 0.5, ErrAfter: 0.1}
+	h := CalibrationHeader{NRanks: 2, NHosts: 2, Colls: []string{"all_reduce"}, Channels: []int{1, 2}, MinBytes: 8, MaxBytes: 1 << 20, Factor: 8,
+		Reps: 5, Iters: 5, Base: "built-in", Samples: []Predicted{{Sample: tune.Sample{Coll: algos.AllReduce, Algo: algos.Ring, Channels: 1, Bytes: 8, TimeUS: 1}}}}
+	for _, c := range []struct {
+		err  float64
+		warn bool
+	}{{0.1, false}, {BadFit + 0.01, true}} {
+		f.ErrAfter = c.err
+		var b strings.Builder
+		if err := WriteCalibration(&b, h, f); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for _, w := range []string{"# cc-perf calibrate: 2 ranks on 2 hosts: link class net\n",
+			"every entry on 1 and 2 channel(s); 8..1048576 B (x8); 5 repetitions of 5 iterations each",
+			" alpha Simple       us        50     42  3 samples: ring\n", " op_cost ",
+			"over 1 measurements: 50% with the base constants"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("report lacks %q:\n%s", w, out)
+			}
+		}
+		if got := strings.Contains(out, "# warning: the fitted model"); got != c.warn {
+			t.Errorf("error %.2f: warning %v, want %v:\n%s", c.err, got, c.warn, out)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			if strings.HasSuffix(l, " ") {
+				t.Errorf("trailing blank in %q", l)
+			}
+		}
+	}
+}
