@@ -12,8 +12,8 @@ import (
 const CSVHeader = "collective, nodes, ranks, rankspernode, gpusperrank, size, type, redop, inplace, time, algbw, busbw, #wrong\n"
 
 // CSV builds the rccl-tests CSV: one line per half row, fields joined with
-// ", ", doubles printed like C++'s std::to_string (%f), #wrong "N/A" when not
-// checked.
+// ", ", doubles printed like C++'s std::to_string (%f, so "nan", "inf" and
+// "-inf" when not finite), #wrong "N/A" when not checked.
 type CSV struct {
 	Collective   string // e.g. "all_reduce"
 	Nodes        int    // distinct hosts

@@ -313,6 +313,25 @@ func TestCSV(t *testing.T) {
 	}
 }
 
+// TestCSVNonFinite pins B14 of the audit: a time of 0 (infinite bandwidth)
+// or a NaN prints as rccl-tests' std::to_string does, "inf", "-inf", "nan",
+// not Go's "+Inf" and "NaN".
+func TestCSVNonFinite(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	r := rows(ar, 2, "float", -1)[0]
+	r.OutOfPlace.TimeUS, r.OutOfPlace.AlgBW, r.OutOfPlace.BusBW = 0, math.Inf(1), math.Inf(1)
+	r.InPlace.TimeUS, r.InPlace.AlgBW, r.InPlace.BusBW = math.NaN(), math.NaN(), math.Inf(-1)
+	c := &CSV{Collective: "all_reduce", Nodes: 1, Ranks: 2, RanksPerNode: 2, GpusPerRank: 1}
+	c.Row(r)
+	out := c.Bytes()
+	golden(t, "nonfinite.csv", out)
+	for _, bad := range []string{"Inf", "NaN"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("CSV spells a non-finite double %q:\n%s", bad, out)
+		}
+	}
+}
+
 func TestDeviceLine(t *testing.T) {
 	got := DeviceLine(bench.Device{Rank: 3, Group: 0, Pid: 12345, Host: "node01.cluster", Device: 1, CPUs: "cpu 0-3", Model: "Intel Xeon"})
 	want := "#  Rank  3 Group  0 Pid  12345 on     node01 device  1 [cpu 0-3] Intel Xeon\n"
