@@ -148,41 +148,6 @@ func discover(e *env, nthreads, ngpus int) (*param.Params, bootstrap.Identity, i
 	return params, id, id.NRanks * nthreads * ngpus, nil
 }
 
-// failed reports what stopped the run on the table (rank 0's process) and
-// returns the error with its exit status: 4 for a timeout anywhere in the
-// job, 128+n for a signal, 3 for a runtime failure.
-func failed(err error, text *report.Text) error {
-	host := readHostFacts().host
-	host, _, _ = strings.Cut(host, ".")
-	var te *bench.TimeoutError
-	var se *cli.SignalError
-	code := exitRuntime
-	switch {
-	case errors.As(err, &te):
-		code = exitTimeout
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test timeout (%ds) %s", host, int(te.Timeout/time.Second), te.Phase))
-		}
-	case errors.As(err, &se) || errors.Is(err, context.Canceled):
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test interrupted: %v", host, err))
-		}
-		return err
-	case strings.Contains(err.Error(), "test timeout ("):
-		// Another process of the job timed out and aborted it; the cause
-		// reached us as text.
-		code = exitTimeout
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test timeout in another process: %v", host, err))
-		}
-	default:
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test failure: %v", host, err))
-		}
-	}
-	return cli.WithCode(code, err)
-}
-
 // initComms creates this process's ranks: all of them in-process without a
 // launcher, else ranks proc x perProc + i of the launcher's job (global rank
 // 0 hosts the bootstrap root when the launcher does not).

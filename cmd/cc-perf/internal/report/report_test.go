@@ -141,6 +141,29 @@ func TestTextVariantsGolden(t *testing.T) {
 	golden(t, "blocking2.txt", render(Format{}, h, devices(1), rs[:1], Footer{Program: "all_reduce_perf", AvgBusBW: math.NaN()}))
 }
 
+// TestTextAbortGolden pins a failure report: the row being measured is
+// ended, and every line of a multi-line message becomes a '#' line.
+func TestTextAbortGolden(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	rs := rows(ar, 2, "float", -1)
+	var b bytes.Buffer
+	tw := &Text{W: &b}
+	tw.Start(header("all_reduce_perf"))
+	tw.Devices(devices(2))
+	tw.Columns()
+	tw.RowStart(rs[0])
+	tw.RowDone(rs[0])
+	tw.RowStart(rs[1])
+	tw.Abort("node01: Test failure: ranks 0-1: send: connection reset\nnode01: Test failure: rank 2: recv: timeout\n")
+	golden(t, "abort.txt", b.Bytes())
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, l := range lines[len(lines)-2:] {
+		if !strings.HasPrefix(l, "# node01: Test failure: ") {
+			t.Errorf("failure line %q, want a '#' line", l)
+		}
+	}
+}
+
 // TestTextAlgoGolden pins -A: three columns after the in-place half (and
 // its -I columns), before -S's timestamp; N/A where nothing was recorded, and
 // "out-of-place|in-place" where the halves disagree.
