@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
-	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/report"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
 )
 
-// failed reports what stopped the run on the table (rank 0's process) and
-// returns the error with its exit status: 4 for a timeout anywhere in the
-// job, 128+n for a signal, 3 for a runtime failure.
+// failed reports what stopped the run on the table and in the -J file
+// (rec: rank 0's process; nil elsewhere) and returns the error with its
+// exit status: 4 for a timeout anywhere in the job, 128+n for a signal, 3
+// for a runtime failure.
 //
 // Every local rank may fail with the same error (errors.Join puts one per
 // line): the report and the returned error say each distinct message once,
@@ -25,7 +25,7 @@ import (
 // line is a '#' line of its own, "host: Test failure: ranks 0-2: ...", so
 // that parsers skipping '#' lines never read it as data; on stderr the
 // returned error is one line.
-func failed(err error, text *report.Text) error {
+func failed(err error, rec *recorder) error {
 	host := readHostFacts().host
 	host, _, _ = strings.Cut(host, ".")
 	lines := distinctLines(err)
@@ -43,7 +43,7 @@ func failed(err error, text *report.Text) error {
 		// reached us as text.
 		code, what = exitTimeout, "Test timeout in another process"
 	}
-	if text != nil {
+	if rec != nil {
 		msg := []string{host + ": " + what}
 		if lines != nil {
 			msg = msg[:0]
@@ -51,7 +51,7 @@ func failed(err error, text *report.Text) error {
 				msg = append(msg, host+": "+what+": "+l)
 			}
 		}
-		text.Abort(strings.Join(msg, "\n"))
+		rec.abort(msg)
 	}
 	if lines != nil {
 		err = &distinctError{msg: strings.Join(lines, "\n"), err: err}

@@ -457,7 +457,7 @@ func TestFailedExitCodes(t *testing.T) {
 	var out bytes.Buffer
 	text := &report.Text{W: &out}
 	text.RowStart(bench.Result{Bytes: 8, Count: 2, Type: "float", RedOp: "sum", Root: -1})
-	err := failed(&bench.TimeoutError{Rank: 1, Timeout: 5e9, Phase: "all_reduce float sum, 8 bytes, in-place"}, text)
+	err := failed(&bench.TimeoutError{Rank: 1, Timeout: 5e9, Phase: "all_reduce float sum, 8 bytes, in-place"}, &recorder{text: text})
 	if got := cli.Code(err); got != 4 {
 		t.Errorf("timeout exit %d, want 4", got)
 	}
