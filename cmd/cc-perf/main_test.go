@@ -21,7 +21,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or, in a process startProc started, cc-perf.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(cli.Main(run))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // baseEnv is a clean environment: no launcher, no knobs.
 var baseEnv = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
@@ -479,12 +485,14 @@ func TestFailedExitCodes(t *testing.T) {
 // TestFailureReport makes every rank fail at init with the same error
 // (errors.Join puts one per line): stdout stays parseable, with only '#'
 // lines after the header and the message said once for the three ranks,
-// and stderr is one line saying it once.
+// stderr is one line saying it once, and the -J file ends with it.
 func TestFailureReport(t *testing.T) {
-	r := runCmd(t, []string{"NCCL_SOCKET_IFNAME=nosuchif0"}, "cc-perf", "all_reduce", "-t", "3", "-b", "1K", "-e", "1K", "-n", "2")
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := runCmd(t, []string{"NCCL_SOCKET_IFNAME=nosuchif0"}, "cc-perf", "all_reduce", "-t", "3", "-b", "1K", "-e", "1K", "-n", "2", "-J", path)
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3; stderr %q", r.code, r.stderr)
 	}
+	checkJSONFile(t, path, 0, ": Test failure: ranks 0-2: init: NCCL_SOCKET_IFNAME=")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	header := 0 // the lines of Text.Start, up to its closing "#"
 	for header < len(lines) && lines[header] != "#" {
