@@ -179,7 +179,7 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	i(&f.graph, "cudagraph", "G", 0, unlimited, "GPU only (CUDA graph launches): must be 0")
 	i(&f.cpuTime, "report_cputime", "C", 0, 1, "1: head the time column cputime; calls complete before they return here, so it is the same time")
 	i(&f.timestamps, "report_timestamps", "S", 0, 1, "1: end every row with a timestamp")
-	fs.StringVarP(&f.outputFile, "output_file", "J", "", "write results to this file when the run ends: .json (nccl-tests JSON v3) or .csv (rccl-tests CSV); never overwrites (tries FILE.0, FILE.1, ...)")
+	fs.StringVarP(&f.outputFile, "output_file", "J", "", "write results to this file row by row: .json (nccl-tests JSON v3) or .csv (rccl-tests CSV); never overwrites (tries FILE.0, FILE.1, ...)")
 	i(&f.average, "average", "a", 0, 3, "time reported from every rank's: 0 rank 0, 1 mean, 2 min, 3 max")
 	i(&f.localRegister, "local_register", "R", 0, 2, "buffer registration: only 0 here (1 needs runtime registration, 2 is GPU symmetric memory)")
 	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy); any other value is rccl-tests' -x FILE, the output file of -Z")

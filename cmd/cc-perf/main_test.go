@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -20,7 +21,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or, in a process startProc started, cc-perf.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(cli.Main(run))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // baseEnv is a clean environment: no launcher, no knobs.
 var baseEnv = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
@@ -456,7 +463,7 @@ func TestFailedExitCodes(t *testing.T) {
 	var out bytes.Buffer
 	text := &report.Text{W: &out}
 	text.RowStart(bench.Result{Bytes: 8, Count: 2, Type: "float", RedOp: "sum", Root: -1})
-	err := failed(&bench.TimeoutError{Rank: 1, Timeout: 5e9, Phase: "all_reduce float sum, 8 bytes, in-place"}, text)
+	err := failed(&bench.TimeoutError{Rank: 1, Timeout: 5e9, Phase: "all_reduce float sum, 8 bytes, in-place"}, &recorder{text: text})
 	if got := cli.Code(err); got != 4 {
 		t.Errorf("timeout exit %d, want 4", got)
 	}
@@ -472,6 +479,62 @@ func TestFailedExitCodes(t *testing.T) {
 	}
 	if got := cli.Code(failed(&cli.SignalError{Signal: os.Interrupt}, nil)); got != 130 {
 		t.Errorf("interrupted exit %d, want 130", got)
+	}
+}
+
+// TestFailureReport makes every rank fail at init with the same error
+// (errors.Join puts one per line): stdout stays parseable, with only '#'
+// lines after the header and the message said once for the three ranks,
+// stderr is one line saying it once, and the -J file ends with it.
+func TestFailureReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := runCmd(t, []string{"NCCL_SOCKET_IFNAME=nosuchif0"}, "cc-perf", "all_reduce", "-t", "3", "-b", "1K", "-e", "1K", "-n", "2", "-J", path)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3; stderr %q", r.code, r.stderr)
+	}
+	checkJSONFile(t, path, 0, ": Test failure: ranks 0-2: init: NCCL_SOCKET_IFNAME=")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	header := 0 // the lines of Text.Start, up to its closing "#"
+	for header < len(lines) && lines[header] != "#" {
+		header++
+	}
+	seen := map[string]bool{}
+	for _, l := range lines[header+1:] {
+		if !strings.HasPrefix(l, "#") {
+			t.Errorf("stdout line %q is not a '#' line", l)
+		}
+		if seen[l] && l != "#" {
+			t.Errorf("stdout line %q repeated", l)
+		}
+		seen[l] = true
+	}
+	if n := strings.Count(r.stdout, "Test failure: ranks 0-2: init: NCCL_SOCKET_IFNAME="); n != 1 {
+		t.Errorf("%d failure lines naming ranks 0-2, want 1:\n%s", n, r.stdout)
+	}
+	if n := strings.Count(r.stdout, "nosuchif0"); n != 1 {
+		t.Errorf("the message appears %d times on stdout, want 1:\n%s", n, r.stdout)
+	}
+	if !strings.HasPrefix(r.stderr, "cc-perf: ranks 0-2: init: ") || strings.Count(r.stderr, "\n") != 1 || strings.Count(r.stderr, "nosuchif0") != 1 {
+		t.Errorf("stderr %q, want one line saying the message once", r.stderr)
+	}
+}
+
+func TestDistinctLines(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want []string
+	}{
+		{errors.New("connection reset"), []string{"connection reset"}},
+		{errors.Join(errors.New("rank 0: init: x"), errors.New("rank 1: init: x"), errors.New("rank 2: init: x")), []string{"ranks 0-2: init: x"}},
+		{errors.Join(errors.New("rank 3: x"), errors.New("rank 2: y"), errors.New("rank 0: x"), errors.New("rank 1: x"), errors.New("rank 5: x")),
+			[]string{"ranks 0-1,3,5: x", "rank 2: y"}},
+		{errors.Join(errors.New("rank 4: send: a\nrank 4: recv: b"), errors.New("rank 4: send: a")), []string{"rank 4: send: a", "rank 4: recv: b"}},
+		{errors.Join(errors.New("x"), errors.New("rank 1: x"), errors.New("x")), []string{"x", "rank 1: x"}},
+		{errors.New("rank 1 aborted: y\n\nrank 1 aborted: y"), []string{"rank 1 aborted: y"}},
+	} {
+		if got := distinctLines(tt.err); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+			t.Errorf("distinctLines(%q) = %q, want %q", tt.err, got, tt.want)
+		}
 	}
 }
 

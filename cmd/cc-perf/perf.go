@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,31 +38,18 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		return err
 	}
 
-	lead := id.Rank == 0 // this process holds global rank 0 and prints
-	var (
-		text *report.Text
-		out  *report.Output
-	)
-	if lead {
-		if cfg.output != "" {
-			if out, err = report.Reserve(cfg.output); err != nil {
-				return usagef("-J/--output_file: %v", err)
-			}
-			kind := "JSON"
-			if cfg.outputKind == report.KindCSV {
-				kind = "CSV"
-			}
-			fmt.Fprintf(e.stdout, "# Writing %s output to %s\n", kind, out.Path)
+	var rec *recorder
+	if id.Rank == 0 { // this process holds global rank 0 and reports
+		if rec, err = newRecorder(cfg, e, nranks, time.Now()); err != nil {
+			return err
 		}
-		text = &report.Text{W: e.stdout, Fmt: cfg.format}
-		text.Start(cfg.header)
+		defer rec.close()
 	}
-	start := time.Now()
 
 	sys0 := memSys()
 	comms, err := initComms(ctx, id, cfg.ranksPerProc, nranks, params)
 	if err != nil {
-		return failed(err, text)
+		return failed(err, rec)
 	}
 	defer closeComms(comms)
 	sys1 := memSys()
@@ -79,16 +67,6 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		bcomms[i] = benchComm{c}
 	}
 
-	var rec *recorder
-	if lead {
-		rec = &recorder{text: text, coll: cfg.bench.Coll.Name, nranks: nranks, gpus: cfg.header.NGpus}
-		switch cfg.outputKind {
-		case report.KindJSON:
-			rec.json = report.NewJSON(cfg.header, cfg.format, e.args, redact(e.environ), start)
-		case report.KindCSV:
-			rec.csv = &report.CSV{Collective: cfg.bench.Coll.Name, Ranks: nranks, GpusPerRank: cfg.header.NGpus}
-		}
-	}
 	o := cfg.bench
 	o.Now = time.Now
 	var brec bench.Recorder
@@ -97,7 +75,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	}
 	sum, err := bench.Run(ctx, bcomms, devices, o, brec)
 	if err != nil {
-		return failed(err, text)
+		return failed(err, rec)
 	}
 
 	ft := report.Footer{
@@ -108,19 +86,9 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		user := bench.BufferBytes(o) * int64(len(comms))
 		ft.Memory = &report.Memory{Init: max(sys1-sys0, 0), User: user, Collective: max(memSys()-sys1-user, 0)}
 	}
-	if lead {
-		text.End(ft)
-		if err := text.Err(); err != nil {
-			return cli.Errorf(exitSystem, "write the table: %w", err)
-		}
-		if out != nil {
-			data, err := rec.output(ft, time.Now())
-			if err != nil {
-				return cli.Errorf(exitInternal, "encode %s: %w", out.Path, err)
-			}
-			if _, err := out.Commit(data); err != nil {
-				return cli.WithCode(exitSystem, err)
-			}
+	if rec != nil {
+		if err := rec.end(ft); err != nil {
+			return err
 		}
 	}
 	if sum.OutOfBounds > 0 || ft.MinBWFailed() {
@@ -146,41 +114,6 @@ func discover(e *env, nthreads, ngpus int) (*param.Params, bootstrap.Identity, i
 		return nil, id, 0, usagef("-t %d -g %d under ccrun: ccrun's root expects one rank per process; use ccrun -np for more ranks", nthreads, ngpus)
 	}
 	return params, id, id.NRanks * nthreads * ngpus, nil
-}
-
-// failed reports what stopped the run on the table (rank 0's process) and
-// returns the error with its exit status: 4 for a timeout anywhere in the
-// job, 128+n for a signal, 3 for a runtime failure.
-func failed(err error, text *report.Text) error {
-	host := readHostFacts().host
-	host, _, _ = strings.Cut(host, ".")
-	var te *bench.TimeoutError
-	var se *cli.SignalError
-	code := exitRuntime
-	switch {
-	case errors.As(err, &te):
-		code = exitTimeout
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test timeout (%ds) %s", host, int(te.Timeout/time.Second), te.Phase))
-		}
-	case errors.As(err, &se) || errors.Is(err, context.Canceled):
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test interrupted: %v", host, err))
-		}
-		return err
-	case strings.Contains(err.Error(), "test timeout ("):
-		// Another process of the job timed out and aborted it; the cause
-		// reached us as text.
-		code = exitTimeout
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test timeout in another process: %v", host, err))
-		}
-	default:
-		if text != nil {
-			text.Abort(fmt.Sprintf("%s: Test failure: %v", host, err))
-		}
-	}
-	return cli.WithCode(code, err)
 }
 
 // initComms creates this process's ranks: all of them in-process without a
@@ -247,51 +180,93 @@ func checkMemory(o bench.Options, perProc int, readFile func(string) ([]byte, er
 
 func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
-// recorder sends rank 0's records to the table and the output file.
+// recorder is rank 0's report: the table on stdout and the -J file, each
+// written as the run goes (it is bench's Recorder), then ended by end or
+// by failed.
 type recorder struct {
 	text   *report.Text
-	json   *report.JSON
-	csv    *report.CSV
-	coll   string
-	nranks int
-	gpus   int
+	file   report.ResultFile // nil without -J
+	out    *report.Output    // the file under it
+	closed bool
 }
 
+// newRecorder creates the -J file, if any, names it on stdout and starts
+// the table.
+func newRecorder(cfg *config, e *env, nranks int, start time.Time) (*recorder, error) {
+	r := &recorder{text: &report.Text{W: e.stdout, Fmt: cfg.format}}
+	if cfg.output != "" {
+		out, err := report.Create(cfg.output)
+		if err != nil {
+			return nil, usagef("-J/--output_file: %v", err)
+		}
+		r.out = out
+		kind := "JSON"
+		if cfg.outputKind == report.KindCSV {
+			kind = "CSV"
+			r.file = report.NewCSV(out, cfg.bench.Coll.Name, nranks, cfg.header.NGpus)
+		} else {
+			r.file = report.NewJSON(out, cfg.header, cfg.format, e.args, redact(e.environ), start)
+		}
+		fmt.Fprintf(e.stdout, "# Writing %s output to %s\n", kind, out.Path)
+	}
+	r.text.Start(cfg.header)
+	return r, nil
+}
+
+// Begin is bench.Recorder's.
 func (r *recorder) Begin(ds []bench.Device) {
 	r.text.Devices(ds)
 	r.text.Columns()
-	if r.json != nil {
-		r.json.Devices(ds)
-	}
-	if r.csv != nil {
-		perHost := map[string]int{}
-		for _, d := range ds {
-			perHost[d.Host]++
-		}
-		r.csv.Nodes = len(perHost)
-		for _, n := range perHost {
-			r.csv.RanksPerNode = max(r.csv.RanksPerNode, n)
-		}
+	if r.file != nil {
+		r.file.Devices(ds)
 	}
 }
 
+// RowStart is bench.Recorder's.
 func (r *recorder) RowStart(res bench.Result) { r.text.RowStart(res) }
 
+// RowDone is bench.Recorder's.
 func (r *recorder) RowDone(res bench.Result) {
 	r.text.RowDone(res)
-	if r.json != nil {
-		r.json.Row(res)
-	}
-	if r.csv != nil {
-		r.csv.Row(res)
+	if r.file != nil {
+		r.file.Row(res)
 	}
 }
 
-func (r *recorder) output(ft report.Footer, end time.Time) ([]byte, error) {
-	if r.json != nil {
-		return r.json.Bytes(ft, end)
+// end writes the footer of a finished run and closes the file; the error
+// is the first write error (exit 2).
+func (r *recorder) end(ft report.Footer) error {
+	r.text.End(ft)
+	var ferr error
+	if r.file != nil {
+		r.file.End(ft, time.Now())
+		ferr = cmp.Or(r.file.Err(), r.close())
 	}
-	return r.csv.Bytes(), nil
+	if err := r.text.Err(); err != nil {
+		return cli.Errorf(exitSystem, "write the table: %w", err)
+	}
+	if ferr != nil {
+		return cli.Errorf(exitSystem, "write %s: %w", r.out.Path, ferr)
+	}
+	return nil
+}
+
+// abort ends the table and the file with what stopped the run, one line
+// per message.
+func (r *recorder) abort(msg []string) {
+	r.text.Abort(strings.Join(msg, "\n"))
+	if r.file != nil {
+		r.file.Abort(msg, time.Now())
+	}
+}
+
+// close closes the file; later calls do nothing.
+func (r *recorder) close() error {
+	if r.out == nil || r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.out.Close()
 }
 
 // redact hides the values of environment variables that look like secrets

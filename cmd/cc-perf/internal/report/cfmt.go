@@ -88,5 +88,7 @@ func legacyTimeStr(us float64) string {
 	return cf(us, 7, 2)
 }
 
-// cDouble is C's "%lf" (six decimals) as nccl-tests writes doubles to JSON.
-func cDouble(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
+// cDouble is C's "%lf" (six decimals), as nccl-tests writes doubles to JSON
+// and rccl-tests' std::to_string writes them to CSV: NaN and infinities
+// print as glibc spells them ("nan", "inf", "-inf").
+func cDouble(v float64) string { return cf(v, 0, 6) }

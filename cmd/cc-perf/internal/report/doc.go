@@ -10,9 +10,10 @@
 //   - [JSON]: the nccl-tests JSON document (version 3) of -J.
 //   - [CSV]: the rccl-tests CSV of -Z csv, with a header that matches its rows.
 //
-// Files are written by [Output]: the name is chosen when the run starts and the
-// content appears at the end in one atomic step, never replacing an existing
-// file and never leaving a partial one.
+// Files are created by [Output] when the run starts, never replacing an
+// existing file, and written row by row as the run goes: whenever and
+// however the run ends, the file holds the rows completed so far (the JSON
+// document is complete at every moment, see [JSON]).
 //
 // Nothing here measures or talks to other ranks: a writer is a pure function
 // of the records, tested against golden files (go test -update rewrites them).

@@ -2,8 +2,10 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
@@ -12,27 +14,45 @@ import (
 // JSONVersion is the nccl-tests JSON file version this writer produces.
 const JSONVersion = 3
 
-// JSON builds the nccl-tests -J document (src/util.cu, JSON_FILE_VERSION 3):
+// JSON writes the nccl-tests -J document (src/util.cu, JSON_FILE_VERSION 3):
 // keys in nccl-tests' order, doubles printed like C's %lf, booleans as the
 // strings "true"/"false" and the root as a %6i-padded string, as nccl-tests
-// writes them. Call Devices and Row as the run goes, then Bytes at the end.
+// writes them.
+//
+// Like nccl-tests it writes each row as it completes, keeping nothing in
+// memory, and unlike nccl-tests the file is a complete JSON document at
+// every moment: each write puts the closing "]}" after what it adds, and
+// the next one writes over that closing. NewJSON writes the start, Devices
+// rewrites it with the device listing, Row adds a row, and End (a finished
+// run: footer, end time) or Abort (what stopped the run, end time) writes
+// the end. Every write makes the file longer, so none leaves stale bytes.
+// Write errors are kept and returned by Err.
 type JSON struct {
-	doc     jsonDoc
+	w       io.WriterAt
+	head    jsonHead
 	cpuTime bool
+	off     int64 // where the "]" closing the results list goes
+	rows    int   // rows written
+	err     error
 }
 
-type jsonDoc struct {
-	Version     int          `json:"version"`
-	StartTime   string       `json:"start_time"`
-	Args        []string     `json:"args"`
-	Env         []string     `json:"env"`
-	NCCLVersion int          `json:"nccl_version"`
-	Config      jsonConfig   `json:"config"`
-	Results     []jsonResult `json:"results"`
-	OutOfBounds jsonOOB      `json:"out_of_bounds"`
-	AvgBusBW    jsonAvgBW    `json:"average_bus_bandwidth"`
-	Errors      []string     `json:"errors"`
-	EndTime     string       `json:"end_time"`
+// jsonHead is the document up to its results.
+type jsonHead struct {
+	Version     int        `json:"version"`
+	StartTime   string     `json:"start_time"`
+	Args        []string   `json:"args"`
+	Env         []string   `json:"env"`
+	NCCLVersion int        `json:"nccl_version"`
+	Config      jsonConfig `json:"config"`
+}
+
+// jsonTail is the document after its results: the footer of a finished
+// run, or only the errors of one that failed.
+type jsonTail struct {
+	OutOfBounds *jsonOOB   `json:"out_of_bounds,omitempty"`
+	AvgBusBW    *jsonAvgBW `json:"average_bus_bandwidth,omitempty"`
+	Errors      []string   `json:"errors"`
+	EndTime     string     `json:"end_time"`
 }
 
 type jsonConfig struct {
@@ -130,9 +150,10 @@ func (b jsonBool) MarshalJSON() ([]byte, error) {
 	return []byte(`"false"`), nil
 }
 
-// NewJSON starts the document: args is the command line (program first),
-// env every "KEY=value" of the environment, start the time the run began.
-func NewJSON(h Header, f Format, args, env []string, start time.Time) *JSON {
+// NewJSON starts the document in w (at offset 0): args is the command
+// line (program first), env every "KEY=value" of the environment, start
+// the time the run began.
+func NewJSON(w io.WriterAt, h Header, f Format, args, env []string, start time.Time) *JSON {
 	cfg := jsonConfig{
 		NThreads: h.NThreads, NGpus: h.NGpus, MinBytes: h.MinBytes, MaxBytes: h.MaxBytes,
 		WarmupIters: h.WarmupIters, Iters: h.Iters, AggIters: h.AggIters, Validation: h.Check, Graph: h.Graph,
@@ -146,14 +167,15 @@ func NewJSON(h Header, f Format, args, env []string, start time.Time) *JSON {
 		v := h.StepBytes
 		cfg.StepBytes = &v
 	}
-	return &JSON{
-		cpuTime: f.CPUTime,
-		doc: jsonDoc{
+	j := &JSON{
+		w: w, cpuTime: f.CPUTime,
+		head: jsonHead{
 			Version: JSONVersion, StartTime: Timestamp(start),
-			Args: nonNil(args), Env: nonNil(env), NCCLVersion: h.NCCLLibrary,
-			Config: cfg, Results: []jsonResult{}, Errors: []string{},
+			Args: nonNil(args), Env: nonNil(env), NCCLVersion: h.NCCLLibrary, Config: cfg,
 		},
 	}
+	j.writeHead()
+	return j
 }
 
 func nonNil(s []string) []string {
@@ -163,23 +185,62 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// Devices records the device listing.
-func (j *JSON) Devices(ds []bench.Device) {
-	for _, d := range ds {
-		j.doc.Config.Devices = append(j.doc.Config.Devices, jsonDevice{
-			Rank: d.Rank, Group: d.Group, Pid: d.Pid, Hostname: d.Host, Device: d.Device, DeviceHex: d.CPUs, DeviceInfo: d.Model,
-		})
+// Err returns the first write error.
+func (j *JSON) Err() error { return j.err }
+
+// writeHead writes the document up to the open results list, then the
+// closing, from the start of the file.
+func (j *JSON) writeHead() {
+	b, err := encode(j.head)
+	if err != nil {
+		j.err = err
+		return
+	}
+	b = append(b[:len(b)-1], `,"results":[`...) // reopen the object after config
+	j.off = 0
+	j.write(b, "]}")
+}
+
+// write writes b and then closing at the current end of the results and
+// moves that end past b.
+func (j *JSON) write(b []byte, closing string) {
+	if j.err != nil {
+		return
+	}
+	if _, j.err = j.w.WriteAt(append(b, closing...), j.off); j.err == nil {
+		j.off += int64(len(b))
 	}
 }
 
-// Row records one table row.
+// Devices records the device listing. Call it before the first Row.
+func (j *JSON) Devices(ds []bench.Device) {
+	for _, d := range ds {
+		j.head.Config.Devices = append(j.head.Config.Devices, jsonDevice{
+			Rank: d.Rank, Group: d.Group, Pid: d.Pid, Hostname: d.Host, Device: d.Device, DeviceHex: d.CPUs, DeviceInfo: d.Model,
+		})
+	}
+	if j.rows == 0 {
+		j.writeHead()
+	}
+}
+
+// Row writes one table row.
 func (j *JSON) Row(r bench.Result) {
-	j.doc.Results = append(j.doc.Results, jsonResult{
+	b, err := encode(jsonResult{
 		Size: r.Bytes, Count: r.Count, Type: r.Type, RedOp: r.RedOp, Root: fmt.Sprintf("%6d", r.Root),
 		OutOfPlace: j.half(r.OutOfPlace), OutOfPlaceIter: iter(r.OutOfPlace.Iter),
 		InPlace: j.half(r.InPlace), InPlaceIter: iter(r.InPlace.Iter),
 		ActualIters: r.Iters,
 	})
+	if err != nil {
+		j.err = cmp.Or(j.err, err)
+		return
+	}
+	if j.rows > 0 {
+		b = append([]byte{','}, b...)
+	}
+	j.write(b, "]}")
+	j.rows++
 }
 
 func (j *JSON) half(h bench.Half) jsonHalf {
@@ -209,24 +270,47 @@ func iter(s *bench.IterStats) *jsonIter {
 		P95: cnum(s.P95), P99: cnum(s.P99), Stdev: cnum(s.Stdev), CVPct: cnum(s.CVPct), Times: times}
 }
 
-// Bytes finishes the document with the footer and the end time and returns
-// it, one line, newline-terminated.
-func (j *JSON) Bytes(f Footer, end time.Time) ([]byte, error) {
-	d := j.doc
-	d.OutOfBounds = jsonOOB{Count: f.OutOfBounds, Okay: f.OutOfBounds == 0}
-	d.AvgBusBW = jsonAvgBW{Bandwidth: cnum(f.AvgBusBW), Okay: "unchecked"}
+// End finishes the document of a finished run with the footer and the end
+// time, and a newline.
+func (j *JSON) End(f Footer, end time.Time) {
+	t := jsonTail{
+		OutOfBounds: &jsonOOB{Count: f.OutOfBounds, Okay: f.OutOfBounds == 0},
+		AvgBusBW:    &jsonAvgBW{Bandwidth: cnum(f.AvgBusBW), Okay: "unchecked"},
+		Errors:      []string{},
+	}
 	if f.MinBWSet {
-		d.AvgBusBW.Okay = jsonBool(!f.MinBWFailed())
+		t.AvgBusBW.Okay = jsonBool(!f.MinBWFailed())
 	}
 	if f.Error != "" {
-		d.Errors = []string{f.Error}
+		t.Errors = []string{f.Error}
 	}
-	d.EndTime = Timestamp(end)
+	j.tail(t, end)
+}
+
+// Abort finishes the document of a run that failed: no footer (the run has
+// none, as the table has none), errs, what stopped it, and the end time.
+func (j *JSON) Abort(errs []string, end time.Time) {
+	j.tail(jsonTail{Errors: nonNil(errs)}, end)
+}
+
+func (j *JSON) tail(t jsonTail, end time.Time) {
+	t.EndTime = Timestamp(end)
+	b, err := encode(t)
+	if err != nil {
+		j.err = cmp.Or(j.err, err)
+		return
+	}
+	j.write([]byte("]"), ","+string(b[1:])+"\n") // the tail object's keys continue the document
+}
+
+// encode is v as one line of JSON without the newline, with <, > and &
+// kept as they are (nccl-tests does not escape them).
+func encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(d); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,6 +143,29 @@ func TestTextVariantsGolden(t *testing.T) {
 	golden(t, "blocking2.txt", render(Format{}, h, devices(1), rs[:1], Footer{Program: "all_reduce_perf", AvgBusBW: math.NaN()}))
 }
 
+// TestTextAbortGolden pins a failure report: the row being measured is
+// ended, and every line of a multi-line message becomes a '#' line.
+func TestTextAbortGolden(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	rs := rows(ar, 2, "float", -1)
+	var b bytes.Buffer
+	tw := &Text{W: &b}
+	tw.Start(header("all_reduce_perf"))
+	tw.Devices(devices(2))
+	tw.Columns()
+	tw.RowStart(rs[0])
+	tw.RowDone(rs[0])
+	tw.RowStart(rs[1])
+	tw.Abort("node01: Test failure: ranks 0-1: send: connection reset\nnode01: Test failure: rank 2: recv: timeout\n")
+	golden(t, "abort.txt", b.Bytes())
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, l := range lines[len(lines)-2:] {
+		if !strings.HasPrefix(l, "# node01: Test failure: ") {
+			t.Errorf("failure line %q, want a '#' line", l)
+		}
+	}
+}
+
 // TestTextAlgoGolden pins -A: three columns after the in-place half (and
 // its -I columns), before -S's timestamp; N/A where nothing was recorded, and
 // "out-of-place|in-place" where the halves disagree.
@@ -230,23 +255,68 @@ func TestRowColumns(t *testing.T) {
 	}
 }
 
-// TestJSON pins the -J document and checks it carries the table's numbers.
+// memFile is an in-memory file: WriteAt as pwrite(2) does it.
+type memFile struct{ b []byte }
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if end := int(off) + len(p); end > len(m.b) {
+		m.b = append(m.b, make([]byte, end-len(m.b))...)
+	}
+	copy(m.b[off:], p)
+	return len(p), nil
+}
+
+// jsonState parses the -J file as it is now.
+type jsonState struct {
+	Config struct {
+		Devices []map[string]any `json:"devices"`
+	} `json:"config"`
+	Results     []map[string]any `json:"results"`
+	OutOfBounds *struct{}        `json:"out_of_bounds"`
+	Errors      []string         `json:"errors"`
+	EndTime     *string          `json:"end_time"`
+}
+
+func parseJSON(t *testing.T, b []byte) jsonState {
+	t.Helper()
+	var st jsonState
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("the file is not JSON: %v\n%s", err, b)
+	}
+	return st
+}
+
+// newTestJSON starts the document TestJSON and TestJSONAbort write.
+func newTestJSON(w io.WriterAt) *JSON {
+	return NewJSON(w, header("all_reduce_perf"), Format{}, []string{"cc-perf", "all_reduce", "-b", "8"}, []string{"HOME=/root", `Q="x"/y`}, start)
+}
+
+// TestJSON pins the -J document of a finished run, checks that the file
+// is a JSON document after every write, with the rows so far, and that it
+// carries the table's numbers.
 func TestJSON(t *testing.T) {
 	ar, _ := bench.Lookup("all_reduce")
 	rs := rows(ar, 4, "float", -1)
 	rs[0].InPlace.Wrong = 2
 	rs[3].OutOfPlace.TimeUS = math.NaN()
-	f := Format{}
-	j := NewJSON(header("all_reduce_perf"), f, []string{"cc-perf", "all_reduce", "-b", "8"}, []string{"HOME=/root", `Q="x"/y`}, start)
+	var f memFile
+	j := newTestJSON(&f)
+	if st := parseJSON(t, f.b); len(st.Config.Devices) != 0 || len(st.Results) != 0 || st.EndTime != nil {
+		t.Errorf("new document %+v, want no devices, results or end", st)
+	}
 	j.Devices(devices(4))
-	for _, r := range rs {
+	for i, r := range rs {
+		if st := parseJSON(t, f.b); len(st.Config.Devices) != 4 || len(st.Results) != i {
+			t.Fatalf("before row %d: %d devices and %d results, want 4 and %d", i, len(st.Config.Devices), len(st.Results), i)
+		}
 		j.Row(r)
 	}
 	ft := Footer{Program: "all_reduce_perf", OutOfBounds: 1, AvgBusBW: avgBus(rs)}
-	b, err := j.Bytes(ft, end)
-	if err != nil {
+	j.End(ft, end)
+	if err := j.Err(); err != nil {
 		t.Fatal(err)
 	}
+	b := f.b
 	golden(t, "all_reduce.json", b)
 
 	var doc struct {
@@ -296,19 +366,93 @@ func TestJSON(t *testing.T) {
 	}
 }
 
+// TestJSONAbort pins the file of a run stopped after two rows: the rows,
+// no footer, the failure report as errors, the end time.
+func TestJSONAbort(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	var f memFile
+	j := newTestJSON(&f)
+	j.Devices(devices(2))
+	for _, r := range rows(ar, 2, "float", -1)[:2] {
+		j.Row(r)
+	}
+	j.Abort([]string{"node01: Test timeout (5s) all_reduce float sum, 1048576 bytes, in-place"}, end)
+	golden(t, "all_reduce_aborted.json", f.b)
+	st := parseJSON(t, f.b)
+	if len(st.Results) != 2 || st.OutOfBounds != nil || len(st.Errors) != 1 || st.EndTime == nil {
+		t.Errorf("aborted document %+v, want 2 results, no footer, 1 error, an end time", st)
+	}
+}
+
+// discardAt is a file that forgets what is written.
+type discardAt struct{}
+
+func (discardAt) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
+
+// TestJSONKeepsNoRows writes as many rows as a long -N 0 run: the writer's
+// memory does not grow with them.
+func TestJSONKeepsNoRows(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	r := rows(ar, 2, "float", -1)[1]
+	for _, h := range []*bench.Half{&r.OutOfPlace, &r.InPlace} {
+		h.Iter = &bench.IterStats{TimesUS: make([]float64, 10)}
+	}
+	j := newTestJSON(discardAt{})
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	for range 20000 { // about 10 MB if each row were kept
+		j.Row(r)
+	}
+	grown := int64(heap()) - int64(before)
+	runtime.KeepAlive(j)
+	if grown > 2<<20 {
+		t.Errorf("the heap grew by %d bytes over 20000 rows", grown)
+	}
+}
+
 func TestCSV(t *testing.T) {
 	at, _ := bench.Lookup("alltoall")
-	c := &CSV{Collective: "alltoall", Nodes: 2, Ranks: 4, RanksPerNode: 2, GpusPerRank: 1}
+	var b bytes.Buffer
+	c := NewCSV(&b, "alltoall", 4, 1)
+	ds := devices(4)
+	ds[2].Host, ds[3].Host = "node02", "node02"
+	c.Devices(ds)
 	for _, r := range rows(at, 4, "float", -1)[:2] {
 		c.Row(r)
 	}
-	out := c.Bytes()
+	out := b.Bytes()
 	golden(t, "alltoall.csv", out)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	n := len(strings.Split(lines[0], ", "))
 	for _, l := range lines[1:] {
 		if got := len(strings.Split(l, ", ")); got != n {
 			t.Errorf("CSV row has %d fields, header %d: %q", got, n, l)
+		}
+	}
+}
+
+// TestCSVNonFinite pins B14 of the audit: a time of 0 (infinite bandwidth)
+// or a NaN prints as rccl-tests' std::to_string does, "inf", "-inf", "nan",
+// not Go's "+Inf" and "NaN".
+func TestCSVNonFinite(t *testing.T) {
+	ar, _ := bench.Lookup("all_reduce")
+	r := rows(ar, 2, "float", -1)[0]
+	r.OutOfPlace.TimeUS, r.OutOfPlace.AlgBW, r.OutOfPlace.BusBW = 0, math.Inf(1), math.Inf(1)
+	r.InPlace.TimeUS, r.InPlace.AlgBW, r.InPlace.BusBW = math.NaN(), math.NaN(), math.Inf(-1)
+	var b bytes.Buffer
+	c := NewCSV(&b, "all_reduce", 2, 1)
+	c.Devices(devices(2))
+	c.Row(r)
+	out := b.Bytes()
+	golden(t, "nonfinite.csv", out)
+	for _, bad := range []string{"Inf", "NaN"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("CSV spells a non-finite double %q:\n%s", bad, out)
 		}
 	}
 }
@@ -332,56 +476,58 @@ func TestMemString(t *testing.T) {
 	}
 }
 
+// TestOutput creates result files next to existing ones: never replaced,
+// the next free name taken.
 func TestOutput(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "r.json")
-	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
+	for p, data := range map[string]string{path: "old", path + ".0": "other"} {
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	o, err := Reserve(path)
+	o, err := Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Path != path+".0" {
-		t.Errorf("Reserve picked %q, want %q", o.Path, path+".0")
+	if o.Path != path+".1" {
+		t.Errorf("Create picked %q, want %q", o.Path, path+".1")
 	}
-	// Someone takes the reserved name meanwhile: the next free one is used.
-	if err := os.WriteFile(path+".0", []byte("other"), 0o644); err != nil {
+	if _, err := o.Write([]byte("new")); err != nil {
 		t.Fatal(err)
 	}
-	name, err := o.Commit([]byte("new"))
-	if err != nil {
+	if _, err := o.WriteAt([]byte("N"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if name != path+".1" {
-		t.Errorf("Commit wrote %q, want %q", name, path+".1")
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
 	}
-	for p, want := range map[string]string{path: "old", path + ".0": "other", path + ".1": "new"} {
+	for p, want := range map[string]string{path: "old", path + ".0": "other", path + ".1": "New"} {
 		if got, _ := os.ReadFile(p); string(got) != want {
 			t.Errorf("%s = %q, want %q", p, got, want)
 		}
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 3 {
-		t.Errorf("%d files in the directory, want 3 (no temporary file left)", len(entries))
+		t.Errorf("%d files in the directory, want 3", len(entries))
 	}
 }
 
-func TestReserveUnwritable(t *testing.T) {
+func TestCreateUnwritable(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Reserve(filepath.Join(dir, "missing", "r.json"))
+	_, err := Create(filepath.Join(dir, "missing", "r.json"))
 	if err == nil || !strings.Contains(err.Error(), "missing/r.json") {
-		t.Errorf("Reserve in a missing directory: %v, want an error naming the path", err)
+		t.Errorf("Create in a missing directory: %v, want an error naming the path", err)
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		ro := filepath.Join(dir, "ro")
 		os.Mkdir(ro, 0o555)
-		if _, err := Reserve(filepath.Join(ro, "r.json")); err == nil {
-			t.Error("Reserve in a read-only directory: nil error")
+		if _, err := Create(filepath.Join(ro, "r.json")); err == nil {
+			t.Error("Create in a read-only directory: nil error")
 		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) > 1 {
-		t.Errorf("Reserve left files behind: %v", entries)
+		t.Errorf("Create left files behind: %v", entries)
 	}
 }
 

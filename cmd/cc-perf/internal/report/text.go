@@ -203,14 +203,17 @@ func (t *Text) RowDone(r bench.Result) {
 	t.open = false
 }
 
-// Abort ends a started row, if any, and writes msg as a '#' line: what
-// stopped the run (the footer is not written then, as in nccl-tests).
+// Abort ends a started row, if any, and writes msg, what stopped the run,
+// with "# " before each of its lines, so that a parser skipping '#' lines
+// never reads it as data. The footer is not written then, as in nccl-tests.
 func (t *Text) Abort(msg string) {
 	if t.open {
 		t.print("\n")
 		t.open = false
 	}
-	t.printf("# %s\n", msg)
+	for _, line := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
+		t.printf("# %s\n", line)
+	}
 }
 
 // Preamble is the first five columns of a row.
