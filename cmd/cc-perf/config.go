@@ -91,7 +91,6 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 	if err := f.outputConfig(c); err != nil {
 		return nil, err
 	}
-	algo, _ := lookup("NCCL_ALGO")
 	c.bench = bench.Options{
 		Coll: coll, Types: f.types.types, Ops: f.ops.ops, Root: f.root.rank,
 		MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
@@ -99,7 +98,6 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 		Blocking: f.blocking, Average: f.average,
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
 		Timeout:  time.Duration(f.timeout) * time.Second,
-		Algo:     algo,
 		ShowAlgo: f.showAlgo == 1,
 	}
 	c.header = report.Header{

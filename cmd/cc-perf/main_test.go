@@ -167,7 +167,7 @@ func TestEveryCollective(t *testing.T) {
 		if c.OpColumn("sum") == "" {
 			cols = 12
 		}
-		factor := c.BusFactor(2, "")
+		factor := c.BusFactor(2)
 		for _, f := range tb.rows {
 			if len(f) != cols {
 				t.Fatalf("%s: %d columns in %q, want %d", c.Name, len(f), f, cols)

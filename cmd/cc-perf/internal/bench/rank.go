@@ -323,7 +323,7 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 		return h, err
 	}
 	h.TimeUS = sec * 1e6
-	h.AlgBW, h.BusBW = k.coll.Bandwidth(k.counts.Param, k.elt, k.n, o.Algo, sec)
+	h.AlgBW, h.BusBW = k.coll.Bandwidth(k.counts.Param, k.elt, k.n, "", sec)
 	if o.PerIter {
 		if err := k.maxOverRanks(iterSec); err != nil {
 			return h, err
