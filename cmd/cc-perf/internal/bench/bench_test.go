@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -327,6 +329,50 @@ func TestRunDetectsCorruption(t *testing.T) {
 		}
 		if sum.OutOfBounds != 2*len(rec.rows) {
 			t.Errorf("%s: OutOfBounds = %d, want %d (rank 0, both halves of every row)", name, sum.OutOfBounds, 2*len(rec.rows))
+		}
+	}
+}
+
+// TestInPlaceStagingNotTimed: in-place alltoall and sendrecv send from a
+// staging copy of the receive buffer, made once before the timed loop, not
+// before every call. The fake writes a token unique to (rank, call) into
+// every buffer it has sent; a call that sends a buffer still holding the
+// token of the rank's previous call proves nothing copied into it in
+// between. With one size (one buffer region) and no data check, a rank's
+// only freshly filled sends are the first out-of-place call and the
+// in-place synchronising call, which follows the staging copy.
+func TestInPlaceStagingNotTimed(t *testing.T) {
+	for _, name := range []string{"alltoall", "sendrecv"} {
+		c, _ := Lookup(name)
+		o := smallOptions(c)
+		o.Types, o.Ops, o.MinBytes, o.MaxBytes = []reduce.DataType{reduce.Float32}, []reduce.Op{reduce.Sum}, 256, 256
+		o.Iters, o.Warmup, o.Check = 10, 0, 0
+		const n = 2
+		var last [n][8]byte // the token each rank's previous send left
+		for r := range last {
+			last[r] = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff} // no buffer holds it
+		}
+		var fresh [n]int
+		_, _, err := runFake(t, n, o, func(j *fakeJob) {
+			j.sent = func(rank, call int, buf []byte) {
+				if len(buf) < 8 {
+					return
+				}
+				if !bytes.Equal(buf[:8], last[rank][:]) {
+					fresh[rank]++
+				}
+				binary.LittleEndian.PutUint64(last[rank][:], uint64(rank)<<32|uint64(call)+1)
+				copy(buf, last[rank][:])
+			}
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for rank, f := range fresh {
+			if f != 2 {
+				t.Errorf("%s rank %d: %d sends of a freshly filled buffer, want 2 (a copy before each of the %d timed calls makes %d)",
+					name, rank, f, o.Iters, 2+o.Iters)
+			}
 		}
 	}
 }
