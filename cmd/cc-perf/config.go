@@ -195,7 +195,7 @@ func (c *config) checkRanks(nranks int) error {
 	if err := o.Coll.CheckRanks(nranks); err != nil {
 		return usagef("%v", err)
 	}
-	if o.Root >= nranks {
+	if o.Coll.Rooted && o.Root >= nranks {
 		return usagef("-r/--root %d with %d ranks: want 0..%d, or -1 or all for every rank", o.Root, nranks, nranks-1)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/spf13/pflag"
@@ -150,11 +151,20 @@ func (r *rootFlag) Set(s string) error {
 func (r *rootFlag) String() string { return r.set }
 func (r *rootFlag) Type() string   { return "root" }
 
+// ignoredRoot is -r of the collectives without a root: any value is
+// accepted and ignored, as nccl-tests does (they run with root -1), so one
+// command line fits every benchmark.
+type ignoredRoot struct{ set string }
+
+func (r *ignoredRoot) Set(s string) error { r.set = s; return nil }
+func (r *ignoredRoot) String() string     { return r.set }
+func (r *ignoredRoot) Type() string       { return "root" }
+
 const unlimited = 1 << 40
 
-// register adds every flag to fs. The help text of a GPU-only flag says
-// what it does here.
-func (f *flags) register(fs *pflag.FlagSet) {
+// register adds every flag of coll's subcommand to fs. The help text of a
+// GPU-only flag says what it does here.
+func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	i := func(p *int, name, short string, min, max int, usage string) {
 		fs.VarP(intFlag{p, min, max}, name, short, usage)
 	}
@@ -172,7 +182,11 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	i(&f.check, "check", "c", 0, 1<<20, "data checks per measurement (0 = no check: #wrong prints N/A)")
 	fs.VarP(&f.ops, "op", "o", "reduction: sum, prod, max, min, avg, mulsum, or all")
 	fs.VarP(&f.types, "datatype", "d", "data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2, or all")
-	fs.VarP(&f.root, "root", "r", "root rank of broadcast, reduce, gather and scatter: a rank, or -1 or all for every rank")
+	if coll.Rooted {
+		fs.VarP(&f.root, "root", "r", "root rank: a rank, or -1 or all for every rank")
+	} else {
+		fs.VarP(&ignoredRoot{set: f.root.set}, "root", "r", "ignored: "+coll.Name+" has no root (any value is accepted, as in nccl-tests)")
+	}
 	i(&f.blocking, "blocking", "z", 0, 3, "0: calls back to back; 1: barrier after each call (after each -m group); 2: no barrier (calls already complete on return); 3: barrier after each iteration, not timed")
 	i(&f.streamNull, "stream_null", "y", 0, 1, "GPU only (CUDA NULL stream): must be 0")
 	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")

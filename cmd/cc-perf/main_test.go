@@ -347,6 +347,31 @@ func TestSymlinkName(t *testing.T) {
 	}
 }
 
+// TestRootIgnoredWithoutRoot: collectives without a root accept any -r,
+// as nccl-tests does; the rooted ones still check it.
+func TestRootIgnoredWithoutRoot(t *testing.T) {
+	for _, tt := range []struct {
+		coll, root string
+		code       int
+	}{
+		{"all_reduce", "5", 0},
+		{"alltoall", "-7", 0},
+		{"sendrecv", "bogus", 0},
+		{"hypercube", "99", 0},
+		{"broadcast", "5", 6},
+		{"gather", "bogus", 6},
+		{"reduce", "1", 0},
+	} {
+		r := runCmd(t, nil, "cc-perf", tt.coll, "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "-r", tt.root)
+		if r.code != tt.code {
+			t.Errorf("%s -r %s: exit %d, want %d; stderr %q", tt.coll, tt.root, r.code, tt.code, r.stderr)
+		}
+		if tt.code != 0 && !strings.Contains(r.stderr, "root") {
+			t.Errorf("%s -r %s: stderr %q does not name -r", tt.coll, tt.root, r.stderr)
+		}
+	}
+}
+
 func TestMinBandwidthGate(t *testing.T) {
 	r := runCmd(t, []string{"NCCL_TESTS_MIN_BW=1e6"}, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "8")
 	if r.code != 7 || !strings.Contains(r.stdout, "# Avg bus bandwidth    : ") || !strings.Contains(r.stdout, " FAILED\n") {

@@ -140,7 +140,7 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().SortFlags = false
-	f.register(cmd.Flags())
+	f.register(cmd.Flags(), c)
 	return cmd
 }
 
