@@ -14,14 +14,25 @@ import (
 
 // hostFacts are what the device listing says about this process's host.
 type hostFacts struct {
-	host  string // hostname
+	host  string // host name up to its first dot, as nccl-tests' getHostName
 	cpus  string // the CPUs this process may run on, e.g. "cpu 0-3,8"
 	model string // the CPU model
 }
 
-func readHostFacts() hostFacts {
+func readHostFacts() hostFacts { return hostFactsOf(nil) }
+
+// hostFactsOf reads the host's facts, naming the host with hostname (nil:
+// os.Hostname). The name is cut at its first dot here, where it is
+// produced, so the table and the -J file say the same ("node01" for
+// node01.example.com), as in nccl-tests, whose JSON hostname comes from the
+// printed line.
+func hostFactsOf(hostname func() (string, error)) hostFacts {
 	h := hostFacts{cpus: "cpu ?", model: runtime.GOARCH}
-	h.host, _ = os.Hostname()
+	if hostname == nil {
+		hostname = os.Hostname
+	}
+	name, _ := hostname()
+	h.host, _, _ = strings.Cut(name, ".")
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err == nil {
 		var cpus []int

@@ -347,6 +347,53 @@ func TestSymlinkName(t *testing.T) {
 	}
 }
 
+// runWith runs args like runCmd, after hook has adjusted the process's env
+// (hostname, readFile).
+func runWith(t *testing.T, hook func(*env), environ []string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := newEnv(args, append(append([]string(nil), baseEnv...), environ...), &out, &errb)
+	hook(e)
+	code := execute(context.Background(), e)
+	return result{code, out.String(), errb.String()}
+}
+
+// TestHostnameCut: a host named node01.example.com is node01 in the device
+// lines and in the -J file's hostname, as nccl-tests prints and records it.
+func TestHostnameCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := runWith(t, func(e *env) { e.hostname = func() (string, error) { return "node01.example.com", nil } },
+		nil, "cc-perf", "all_gather", "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-J", path)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stdout, " on     node01 device "); n != 2 {
+		t.Errorf("%d device lines on node01, want 2:\n%s", n, r.stdout)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Config struct {
+			Devices []struct {
+				Hostname string `json:"hostname"`
+			} `json:"devices"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Config.Devices) != 2 {
+		t.Fatalf("%d devices in %s", len(doc.Config.Devices), b)
+	}
+	for _, d := range doc.Config.Devices {
+		if d.Hostname != "node01" {
+			t.Errorf("JSON hostname %q, want node01", d.Hostname)
+		}
+	}
+}
+
 // TestRootIgnoredWithoutRoot: collectives without a root accept any -r,
 // as nccl-tests does; the rooted ones still check it.
 func TestRootIgnoredWithoutRoot(t *testing.T) {

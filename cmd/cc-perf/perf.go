@@ -66,7 +66,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	defer closeComms(comms)
 	sys1 := memSys()
 
-	facts := readHostFacts()
+	facts := hostFactsOf(e.hostname)
 	localRank := max(id.LocalRank, 0)
 	devices := make([]bench.Device, len(comms))
 	bcomms := make([]bench.Communicator, len(comms))

@@ -30,18 +30,25 @@ type env struct {
 	// isTerminal reports whether a stream is a terminal (tune's progress
 	// line); nil means never.
 	isTerminal func(io.Writer) bool
+	// hostname names the host in the device lines; nil means os.Hostname.
+	hostname func() (string, error)
 }
 
 // run is the whole program (see cli.RunFunc).
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	e := &env{
+	return execute(ctx, newEnv(args, environ, stdout, stderr))
+}
+
+// newEnv is the env of a process with this command line, environment and
+// streams.
+func newEnv(args, environ []string, stdout, stderr io.Writer) *env {
+	return &env{
 		args: args, environ: environ, lookup: cli.Lookup(environ),
 		stdout: stdout, stderr: stderr,
 		viper:      cli.NewViper(envPrefix, environ),
 		readFile:   os.ReadFile,
 		isTerminal: terminal,
 	}
-	return execute(ctx, e)
 }
 
 // execute runs the command line e.args with e's streams and environment.
