@@ -48,9 +48,10 @@ type config struct {
 
 func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
-// config validates the flags for coll. changed reports whether the user set
-// a flag; lookup reads the environment.
-func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(string) (string, bool)) (*config, error) {
+// config validates the flags for coll, whose header and footer name it
+// program. changed reports whether the user set a flag; lookup reads the
+// environment.
+func (f *flags) config(coll *bench.Coll, program string, changed func(string) bool, lookup func(string) (string, bool)) (*config, error) {
 	if err := f.gpuOnly(changed); err != nil {
 		return nil, err
 	}
@@ -101,7 +102,7 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 		ShowAlgo: f.showAlgo == 1,
 	}
 	c.header = report.Header{
-		Program: coll.Name + "_perf", Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
+		Program: program, Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
 		NThreads: f.nthreads, NGpus: f.ngpus, MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
 		WarmupIters: f.warmup, Iters: f.iters, AggIters: f.agg, Check: f.check, Graph: f.graph, Unalign: f.unalign,
 		Blocking: f.blocking, ParallelInit: f.parallelInit == 1,

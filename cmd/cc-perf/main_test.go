@@ -333,17 +333,36 @@ func TestCSVOutput(t *testing.T) {
 	}
 }
 
-// TestSymlinkName runs the binary as nccl-tests' all_gather_perf, and the
-// alias subcommand.
+// TestSymlinkName runs the binary as nccl-tests' all_gather_perf (under
+// the names a symlink may have), and the alias subcommand: the header and
+// footer print the invoked name, as nccl-tests prints basename(argv[0]).
 func TestSymlinkName(t *testing.T) {
-	for _, args := range [][]string{
-		{"/opt/nccl-tests/build/all_gather_perf_mpi", "-b", "8", "-e", "8"},
-		{"cc-perf", "all_gather_perf", "-b", "8", "-e", "8"},
+	for _, tt := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"/opt/nccl-tests/build/all_gather_perf_mpi", "-b", "8", "-e", "8"}, "all_gather_perf_mpi"},
+		{[]string{"bin/all_gather_perf", "-b", "8", "-e", "8"}, "all_gather_perf"},
+		{[]string{"cc-perf", "all_gather_perf", "-b", "8", "-e", "8"}, "all_gather_perf"},
 	} {
-		r := runCmd(t, nil, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "# Collective test starting: all_gather_perf\n") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		r := runCmd(t, nil, tt.args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "# Collective test starting: "+tt.name+"\n") ||
+			!strings.Contains(r.stdout, "# Collective test concluded: "+tt.name+"\n") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", tt.args, r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestAlltoallvNotImplemented: nccl-tests' alltoallv_perf, however it is
+// reached, says it is not implemented (exit 5) instead of misreading flags.
+func TestAlltoallvNotImplemented(t *testing.T) {
+	for _, args := range [][]string{
+		{"/opt/nccl-tests/build/alltoallv_perf", "-t", "2", "-b", "8", "-e", "8", "-n", "2"},
+		{"alltoallv_perf_mpi", "-b", "8"},
+		{"cc-perf", "alltoallv", "-t", "2"},
+		{"cc-perf", "alltoallv_perf"},
+	} {
+		checkOneLineError(t, runCmd(t, nil, args...), 5, []string{"alltoallv", "not implemented", "alltoall,"})
 	}
 }
 

@@ -55,23 +55,60 @@ func newEnv(args, environ []string, stdout, stderr io.Writer) *env {
 func execute(ctx context.Context, e *env) int {
 	args := e.args
 	argv := args[1:]
-	if c := collOfProgram(filepath.Base(args[0])); c != nil {
+	prog := filepath.Base(args[0])
+	if c := collOfProgram(prog); c != nil {
 		argv = append([]string{c.Name}, argv...)
+	}
+	if name := unimplementedOf(prog, argv); name != "" {
+		return cli.Fail(e.stderr, "cc-perf", cli.Errorf(exitNotImplemented,
+			"%s is not implemented (nccl-tests' %s_perf); cc-perf has %s", name, name, collNames()))
 	}
 	cmd := newRoot(e)
 	cmd.SetArgs(argv)
 	return cli.Fail(e.stderr, "cc-perf", cmd.ExecuteContext(ctx))
 }
 
-// collOfProgram recognises nccl-tests' binary names, with any suffix
-// (all_reduce_perf, all_reduce_perf_mpi), so a symlink works as the binary.
+// isProgramOf reports whether prog is the nccl-tests binary name of
+// benchmark name, with any suffix (all_reduce_perf, all_reduce_perf_mpi), so
+// a symlink works as the binary.
+func isProgramOf(prog, name string) bool { return strings.HasPrefix(prog, name+"_perf") }
+
+// collOfProgram recognises nccl-tests' binary names (isProgramOf).
 func collOfProgram(prog string) *bench.Coll {
 	for _, c := range bench.Collectives {
-		if strings.HasPrefix(prog, c.Name+"_perf") {
+		if isProgramOf(prog, c.Name) {
 			return c
 		}
 	}
 	return nil
+}
+
+// unimplemented lists nccl-tests' benchmarks (src/Makefile BIN_FILES_LIST)
+// that cc-perf does not have.
+var unimplemented = []string{"alltoallv"}
+
+// unimplementedOf returns the unimplemented benchmark that the program name
+// (alltoallv_perf, alltoallv_perf_mpi) or the subcommand (alltoallv,
+// alltoallv_perf) asks for, or "".
+func unimplementedOf(prog string, argv []string) string {
+	for _, name := range unimplemented {
+		if isProgramOf(prog, name) || len(argv) > 0 && (argv[0] == name || argv[0] == name+"_perf") {
+			return name
+		}
+	}
+	return ""
+}
+
+// program is what the header and footer call the benchmark of c: the
+// invoked name when it is c's nccl-tests binary name, as nccl-tests prints
+// basename(argv[0]) (all_reduce_perf_mpi), else c's binary name.
+func (e *env) program(c *bench.Coll) string {
+	if len(e.args) > 0 {
+		if prog := filepath.Base(e.args[0]); isProgramOf(prog, c.Name) {
+			return prog
+		}
+	}
+	return c.Name + "_perf"
 }
 
 func collNames() string {
@@ -139,7 +176,7 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 			if err := cli.BindFlags(cmd.Flags(), e.viper, envPrefix); err != nil {
 				return cli.WithCode(exitUsage, err)
 			}
-			cfg, err := f.config(c, cmd.Flags().Changed, e.lookup)
+			cfg, err := f.config(c, e.program(c), cmd.Flags().Changed, e.lookup)
 			if err != nil {
 				return err
 			}
