@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -76,11 +77,11 @@ func (f *flags) config(coll *bench.Coll, program string, changed func(string) bo
 		deviceBase:   -1,
 	}
 	if s, ok := lookup("NCCL_TESTS_MIN_BW"); ok {
-		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || v < 0 {
-			return nil, usagef("NCCL_TESTS_MIN_BW=%q: want a bandwidth in GB/s (a number >= 0)", s)
+		v, set, err := minBandwidth(s)
+		if err != nil {
+			return nil, err
 		}
-		c.minBW, c.minBWSet = v, true
+		c.minBW, c.minBWSet = v, set
 	}
 	if s, ok := lookup("NCCL_TESTS_DEVICE"); ok {
 		v, err := strconv.Atoi(strings.TrimSpace(s))
@@ -112,6 +113,26 @@ func (f *flags) config(coll *bench.Coll, program string, changed func(string) bo
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip, Algo: f.showAlgo == 1,
 	}
 	return c, nil
+}
+
+// minBandwidth reads NCCL_TESTS_MIN_BW as nccl-tests does (atof; -1 means
+// no check, common.cu): set is false for -1; an empty value is 0, a check
+// every run passes. Other negative or non-finite numbers and text that is
+// not a number are errors (nccl-tests' atof would read them as a check that
+// always passes, or as 0).
+func minBandwidth(s string) (v float64, set bool, err error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, true, nil
+	}
+	v, err = strconv.ParseFloat(t, 64)
+	switch {
+	case err == nil && v == -1:
+		return 0, false, nil
+	case err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, false, usagef("NCCL_TESTS_MIN_BW=%q: want a bandwidth in GB/s (a number >= 0), or -1 for no check", s)
+	}
+	return v, true, nil
 }
 
 // checkSweep rejects a -b -e -i -f sweep that is empty or never ends.

@@ -76,6 +76,7 @@ func TestBadInput(t *testing.T) {
 		{"output extension", nil, []string{"all_reduce", "-J", "r.txt"}, 6, []string{`"r.txt"`, ".json or .csv"}},
 		{"env flag", []string{"CC_PERF_ITERS=abc"}, []string{"all_reduce"}, 6, []string{"CC_PERF_ITERS", `"abc"`}},
 		{"min bw", []string{"NCCL_TESTS_MIN_BW=fast"}, []string{"all_reduce"}, 6, []string{"NCCL_TESTS_MIN_BW", `"fast"`}},
+		{"negative min bw", []string{"NCCL_TESTS_MIN_BW=-2"}, []string{"all_reduce"}, 6, []string{"NCCL_TESTS_MIN_BW", `"-2"`, "-1 for no check"}},
 		{"split", []string{"NCCL_TESTS_SPLIT=MOD 2"}, []string{"all_reduce"}, 5, []string{"NCCL_TESTS_SPLIT", "not implemented"}},
 		{"bad knob", []string{"NCCL_PROTO=bogus"}, []string{"all_reduce", "-b", "8", "-e", "8"}, 6, []string{"NCCL_PROTO"}},
 		{"mpirun without a root", []string{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"}, []string{"all_reduce", "-b", "8", "-e", "8"}, 6, []string{"NCCL_COMM_ID"}},
@@ -443,9 +444,20 @@ func TestMinBandwidthGate(t *testing.T) {
 	if r.code != 7 || !strings.Contains(r.stdout, "# Avg bus bandwidth    : ") || !strings.Contains(r.stdout, " FAILED\n") {
 		t.Errorf("exit %d, stdout %q", r.code, r.stdout)
 	}
-	r = runCmd(t, []string{"NCCL_TESTS_MIN_BW=0"}, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "8")
-	if r.code != 0 || !strings.Contains(r.stdout, " OK\n#\n") {
-		t.Errorf("exit %d, stdout %q", r.code, r.stdout)
+	// As nccl-tests' atof: empty is 0, a gate every run passes; -1 is no
+	// gate (the line ends with a space after the number).
+	for _, tt := range []struct{ env, gate string }{
+		{"NCCL_TESTS_MIN_BW=0", "OK"},
+		{"NCCL_TESTS_MIN_BW=", "OK"},
+		{"NCCL_TESTS_MIN_BW= ", "OK"},
+		{"NCCL_TESTS_MIN_BW=-1", ""},
+	} {
+		r = runCmd(t, []string{tt.env}, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "8")
+		_, line, _ := strings.Cut(r.stdout, "# Avg bus bandwidth    : ")
+		line, _, _ = strings.Cut(line, "\n")
+		if r.code != 0 || !strings.HasSuffix(line, " "+tt.gate) {
+			t.Errorf("%s: exit %d, average line %q, want it to end in %q; stderr %q", tt.env, r.code, line, " "+tt.gate, r.stderr)
+		}
 	}
 }
 

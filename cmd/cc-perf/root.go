@@ -199,7 +199,8 @@ runtime's bootstrap (it never runs alone when the launcher says the job has
 several ranks).
 
 Environment: NCCL_* configure the runtime; NCCL_TESTS_MIN_BW=<GB/s> fails the run
-(exit 7) when the average bus bandwidth is below 90%% of it; NCCL_TESTS_DEVICE
+(exit 7) when the average bus bandwidth is below 90%% of it (-1: no check;
+empty: 0); NCCL_TESTS_DEVICE
 offsets the printed device numbers; %[2]s_<FLAG> fills a flag not given on the
 command line (%[2]s_ITERS=5, %[2]s_LEGACY_FORMAT=1).
 
