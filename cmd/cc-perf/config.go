@@ -50,10 +50,9 @@ type config struct {
 func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
 // config validates the flags for coll, whose header and footer name it
-// program. changed reports whether the user set a flag; lookup reads the
-// environment.
-func (f *flags) config(coll *bench.Coll, program string, changed func(string) bool, lookup func(string) (string, bool)) (*config, error) {
-	if err := f.gpuOnly(changed); err != nil {
+// program; lookup reads the environment.
+func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (string, bool)) (*config, error) {
+	if err := f.gpuOnly(); err != nil {
 		return nil, err
 	}
 	min, max, step, factor := int64(f.minBytes), int64(f.maxBytes), int64(f.step), int64(f.stepFactor)
@@ -149,8 +148,11 @@ func checkSweep(min, max, step, factor int64) error {
 	return nil
 }
 
-// gpuOnly rejects the flags that only mean something on GPUs, saying why.
-func (f *flags) gpuOnly(changed func(string) bool) error {
+// gpuOnly rejects the flags that only mean something on GPUs, saying why,
+// unless they have nccl-tests' default values, which command lines copied
+// from GPU runs spell out: -y 0, -G 0, -R 0, -D 0, -V 16, -x 0 (NCCL's
+// default CTA policy) or -1 (nccl-tests' "do not set").
+func (f *flags) gpuOnly() error {
 	gpu := func(format string, args ...any) error {
 		return cli.Errorf(exitUsage, format, args...)
 	}
@@ -165,12 +167,12 @@ func (f *flags) gpuOnly(changed func(string) bool) error {
 		return gpu("-R/--local_register 2: symmetric memory windows are a GPU feature: use 0")
 	case f.devImpl != 0:
 		return gpu("-D/--device_implementation %d: device-side kernels are GPU only: use 0", f.devImpl)
-	case changed("device_cta_count"):
-		return gpu("-V/--device_cta_count %d: there are no CTAs on CPUs (and no -D): leave it unset", f.devCTA)
+	case f.devCTA != defaultDeviceCTAs:
+		return gpu("-V/--device_cta_count %d: there are no CTAs on CPUs (and no -D): use %d or leave it unset", f.devCTA, defaultDeviceCTAs)
 	}
 	if f.ctaPolicy != "" && f.outputFormat == "" {
-		if _, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err == nil {
-			return gpu("-x/--cta_policy %s: there are no CTAs on CPUs; rccl-tests' -x FILE names the output file of -Z csv|json", f.ctaPolicy)
+		if v, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err == nil && v != 0 && v != -1 {
+			return gpu("-x/--cta_policy %s: there are no CTAs on CPUs: use 0 or leave it unset; rccl-tests' -x FILE names the output file of -Z csv|json", f.ctaPolicy)
 		}
 	}
 	return nil

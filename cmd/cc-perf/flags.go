@@ -42,9 +42,12 @@ func defaultFlags() flags {
 		iters: 20, agg: 1, warmup: 1, cycles: 1, check: 1,
 		ops:   opList{names: "sum", ops: []reduce.Op{reduce.Sum}},
 		types: typeList{names: "float", types: []reduce.DataType{reduce.Float32}},
-		root:  rootFlag{set: "0"}, average: 1, devCTA: 16,
+		root:  rootFlag{set: "0"}, average: 1, devCTA: defaultDeviceCTAs,
 	}
 }
+
+// defaultDeviceCTAs is nccl-tests' default -V (device_cta_count).
+const defaultDeviceCTAs = 16
 
 // intFlag is an integer flag read like strtol(s, NULL, 0) (0x.. hex and 0..
 // octal work) and checked against [min, max].
@@ -196,9 +199,9 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	fs.StringVarP(&f.outputFile, "output_file", "J", "", "write results to this file when the run ends: .json (nccl-tests JSON v3) or .csv (rccl-tests CSV); never overwrites (tries FILE.0, FILE.1, ...)")
 	i(&f.average, "average", "a", 0, 3, "time reported from every rank's: 0 rank 0, 1 mean, 2 min, 3 max")
 	i(&f.localRegister, "local_register", "R", 0, 2, "buffer registration: only 0 here (1 needs runtime registration, 2 is GPU symmetric memory)")
-	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy); any other value is rccl-tests' -x FILE, the output file of -Z")
+	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy: 0 or -1, the defaults, are accepted); any other value is rccl-tests' -x FILE, the output file of -Z")
 	i(&f.devImpl, "device_implementation", "D", 0, 1<<20, "GPU only (device-side kernels): must be 0")
-	i(&f.devCTA, "device_cta_count", "V", 1, 128, "GPU only (CTAs of -D): must be left at 16")
+	i(&f.devCTA, "device_cta_count", "V", 1, 128, "GPU only (CTAs of -D): must be 16, the default")
 	i(&f.memory, "memory", "M", 0, 1, "1: report host memory used (runtime, buffers, collectives) in the footer")
 	i(&f.unalign, "unalign", "u", 0, 1<<20, "start buffers this many elements past an aligned address")
 	i(&f.perIter, "per_iter_timing", "I", 0, 1, "1: add i_min i_max i_p99 i_cv% columns (per-iteration times, slowest rank)")

@@ -67,8 +67,9 @@ func TestBadInput(t *testing.T) {
 		{"stream null", nil, []string{"all_reduce", "-y", "1"}, 6, []string{"-y/--stream_null 1"}},
 		{"register", nil, []string{"all_reduce", "-R", "2"}, 6, []string{"-R/--local_register 2"}},
 		{"device impl", nil, []string{"all_reduce", "-D", "1"}, 6, []string{"-D/--device_implementation 1"}},
-		{"device ctas", nil, []string{"all_reduce", "-V", "8"}, 6, []string{"-V/--device_cta_count 8"}},
-		{"cta policy", nil, []string{"all_reduce", "-x", "1"}, 6, []string{"-x/--cta_policy 1", "-Z"}},
+		{"device ctas", nil, []string{"all_reduce", "-V", "8"}, 6, []string{"-V/--device_cta_count 8", "use 16"}},
+		{"cta policy", nil, []string{"all_reduce", "-x", "1"}, 6, []string{"-x/--cta_policy 1", "use 0", "-Z"}},
+		{"cta policy 2", nil, []string{"all_reduce", "-x", "2"}, 6, []string{"-x/--cta_policy 2"}},
 		{"hypercube ranks", nil, []string{"hypercube", "-t", "3", "-b", "8", "-e", "8"}, 6, []string{"power-of-two", "3"}},
 		{"legacy with -I", nil, []string{"all_reduce", "--legacy-format", "-I", "1"}, 6, []string{"--legacy-format", "-I"}},
 		{"skip everything", nil, []string{"all_reduce", "-I", "1", "-K", "20"}, 6, []string{"-K/--per_iter_skip 20", "-n"}},
@@ -411,6 +412,29 @@ func TestHostnameCut(t *testing.T) {
 		if d.Hostname != "node01" {
 			t.Errorf("JSON hostname %q, want node01", d.Hostname)
 		}
+	}
+}
+
+// TestGPUOnlyDefaults: command lines copied from GPU runs that spell out
+// nccl-tests' defaults of the GPU-only flags run; -x with a file name is
+// still rccl-tests' output file.
+func TestGPUOnlyDefaults(t *testing.T) {
+	base := []string{"cc-perf", "all_reduce", "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"}
+	for _, extra := range [][]string{
+		{"-y", "0", "-G", "0", "-R", "0", "-D", "0", "-V", "16", "-x", "0"},
+		{"--device_cta_count", "16", "--cta_policy", "-1"},
+	} {
+		if r := runCmd(t, nil, append(base, extra...)...); r.code != 0 {
+			t.Errorf("%v: exit %d, stderr %q", extra, r.code, r.stderr)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := runCmd(t, nil, append(base, "-V", "16", "-x", path)...)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "# Writing JSON output to "+path+"\n") {
+		t.Errorf("-x %s: exit %d, stdout %q, stderr %q", path, r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -176,7 +176,7 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 			if err := cli.BindFlags(cmd.Flags(), e.viper, envPrefix); err != nil {
 				return cli.WithCode(exitUsage, err)
 			}
-			cfg, err := f.config(c, e.program(c), cmd.Flags().Changed, e.lookup)
+			cfg, err := f.config(c, e.program(c), e.lookup)
 			if err != nil {
 				return err
 			}
@@ -204,8 +204,8 @@ empty: 0); NCCL_TESTS_DEVICE
 offsets the printed device numbers; %[2]s_<FLAG> fills a flag not given on the
 command line (%[2]s_ITERS=5, %[2]s_LEGACY_FORMAT=1).
 
-GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6 unless left at their
-defaults, saying why.
+GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6, saying why, unless
+given nccl-tests' defaults (-y 0 -G 0 -R 0 -D 0 -V 16 -x 0).
 
 Exit status: 0 ok; 2 system error (memory, files); 3 runtime error; 4 timeout
 (-T); 5 not implemented; 6 invalid usage; 7 wrong data or NCCL_TESTS_MIN_BW not
