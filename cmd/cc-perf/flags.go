@@ -202,7 +202,7 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy: 0 or -1, the defaults, are accepted); any other value is rccl-tests' -x FILE, the output file of -Z")
 	i(&f.devImpl, "device_implementation", "D", 0, 1<<20, "GPU only (device-side kernels): must be 0")
 	i(&f.devCTA, "device_cta_count", "V", 1, 128, "GPU only (CTAs of -D): must be 16, the default")
-	i(&f.memory, "memory", "M", 0, 1, "1: report host memory used (runtime, buffers, collectives) in the footer")
+	i(&f.memory, "memory", "M", 0, 1, "1: report host memory in the footer: what the communicators kept at init (live heap and stacks, shared memory mapped), the buffers, the growth during the collectives")
 	i(&f.unalign, "unalign", "u", 0, 1<<20, "start buffers this many elements past an aligned address")
 	i(&f.perIter, "per_iter_timing", "I", 0, 1, "1: add i_min i_max i_p99 i_cv% columns (per-iteration times, slowest rank)")
 	i(&f.perIterSkip, "per_iter_skip", "K", 0, unlimited, "leave the first K iterations out of the -I statistics")

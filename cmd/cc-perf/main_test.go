@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -626,6 +627,42 @@ func TestHostFacts(t *testing.T) {
 	files["/sys/fs/cgroup/memory.max"] = "max\n"
 	if got, ok := availableMemory(read); !ok || got != 2048<<10 {
 		t.Errorf("availableMemory = %d, %v; want MemAvailable", got, ok)
+	}
+}
+
+// TestMemoryReport: -M's Initialization is what creating the communicators
+// kept (live heap, stacks, shared-memory segments), never a meaningless 0,
+// even when the heap already has room for them, as it often has in a real
+// run (the growth of memory obtained from the OS was 0 then).
+func TestMemoryReport(t *testing.T) {
+	growHeap(256 << 20)
+	r := runCmd(t, nil, "cc-perf", "all_reduce", "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "-M", "1")
+	_, line, _ := strings.Cut(r.stdout, "# Host memory usage    : Initialization ")
+	init, _, _ := strings.Cut(line, " |")
+	if r.code != 0 || init == "" || init == "0.00 B" {
+		t.Errorf("exit %d, Initialization %q, want a size > 0:\n%s", r.code, init, r.stdout)
+	}
+}
+
+// growHeap makes the heap n bytes larger, then leaves that room free.
+func growHeap(n int) {
+	b := make([]byte, n)
+	b[n-1] = 1
+	runtime.KeepAlive(b)
+	runtime.GC()
+}
+
+func TestSharedMapped(t *testing.T) {
+	maps := `55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
+7f0000000000-7f0000100000 rw-s 00000000 00:1a 4242                       /dev/shm/cc-job (deleted)
+7f0000200000-7f0000300000 rw-s 00000000 00:1a 4242                       /dev/shm/cc-job (deleted)
+7f0000400000-7f0000401000 rw-s 00000000 00:01 0                          /dev/zero (deleted)
+7f0000500000-7f0000507000 r--s 00000000 fe:00 325737                     /usr/lib/gconv/gconv-modules.cache
+`
+	// The segment once (1 MiB, mapped by two ranks) + 4 KiB anonymous; not
+	// the heap, not the read-only file.
+	if got, want := sharedMapped([]byte(maps)), int64(1<<20+4096); got != want {
+		t.Errorf("sharedMapped = %d, want %d", got, want)
 	}
 }
 

@@ -58,12 +58,19 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	}
 	start := time.Now()
 
-	sys0 := memSys()
+	var held0 heldMemory
+	if cfg.memory {
+		held0 = readHeldMemory(e.readFile)
+	}
 	comms, err := initComms(ctx, id, cfg.ranksPerProc, nranks, params)
 	if err != nil {
 		return failed(err, text)
 	}
 	defer closeComms(comms)
+	var initBytes int64 // -M: what the communicators hold once created
+	if cfg.memory {
+		initBytes = readHeldMemory(e.readFile).growth(held0)
+	}
 	sys1 := memSys()
 
 	facts := hostFactsOf(e.hostname)
@@ -106,7 +113,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	}
 	if cfg.memory {
 		user := bench.BufferBytes(o) * int64(len(comms))
-		ft.Memory = &report.Memory{Init: max(sys1-sys0, 0), User: user, Collective: max(memSys()-sys1-user, 0)}
+		ft.Memory = &report.Memory{Init: initBytes, User: user, Collective: max(memSys()-sys1-user, 0)}
 	}
 	if lead {
 		text.End(ft)

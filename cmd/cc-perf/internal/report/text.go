@@ -57,7 +57,7 @@ type Footer struct {
 
 // Memory is the -M line, in bytes, for the process that prints.
 type Memory struct {
-	Init       int64 // growth of memory obtained from the OS while communicators were created
+	Init       int64 // what creating the communicators kept: live Go heap and stacks, and shared memory mapped
 	User       int64 // send, receive and expected-value buffers cc-perf allocated
 	Collective int64 // further growth while the collectives ran
 }
