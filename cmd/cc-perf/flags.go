@@ -174,7 +174,7 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	i(&f.nthreads, "nthreads", "t", 1, 1024, "threads per process: each runs -g ranks (ranks = processes x threads x gpus)")
 	i(&f.ngpus, "ngpus", "g", 1, 1024, `"GPUs" per thread: here, more ranks per thread, each a goroutine with its own communicator`)
 	fs.VarP(&f.minBytes, "minbytes", "b", "smallest message size: bytes, or with a K, M or G suffix (powers of 1024)")
-	fs.VarP(&f.maxBytes, "maxbytes", "e", "largest message size (same syntax as -b)")
+	fs.VarP(&f.maxBytes, "maxbytes", "e", "largest message size (same syntax as -b); lowered, as nccl-tests does, when the buffers would not fit in memory")
 	fs.VarP(&f.step, "stepbytes", "i", "size increment when -f is 1 or 0")
 	i(&f.stepFactor, "stepfactor", "f", 0, 1<<20, "size multiplier between rows (1 or 0: add -i instead)")
 	i(&f.iters, "iters", "n", 1, unlimited, "timed iterations per row")

@@ -58,7 +58,6 @@ func TestBadInput(t *testing.T) {
 		{"zero iters", nil, []string{"all_reduce", "-n", "0"}, 6, []string{"-n, --iters", `"0"`, "1 or more"}},
 		{"endless sweep", nil, []string{"all_reduce", "-b", "8", "-e", "64", "-f", "0", "-i", "0"}, 6, []string{"-i/--stepbytes 0", "-f/--stepfactor 0"}},
 		{"unwritable -J", nil, []string{"all_reduce", "-b", "8", "-e", "8", "-J", filepath.Join(dir, "no", "such", "dir", "r.json")}, 6, []string{"-J/--output_file", "r.json"}},
-		{"too large for memory", nil, []string{"all_reduce", "-e", "1024G"}, 6, []string{"-e/--maxbytes 1099511627776", "available"}},
 		{"not a number", nil, []string{"all_reduce", "-t", "two"}, 6, []string{"-t, --nthreads", `"two"`}},
 		{"unknown flag", nil, []string{"all_reduce", "--bogus"}, 6, []string{"bogus"}},
 		{"unknown collective", nil, []string{"allreduce"}, 6, []string{`"allreduce"`, "all_reduce"}},
@@ -439,6 +438,70 @@ func TestGPUOnlyDefaults(t *testing.T) {
 	}
 }
 
+// withMemory makes a process see avail bytes of available memory and no
+// cgroup limit.
+func withMemory(avail int64) func(*env) {
+	return func(e *env) {
+		e.readFile = func(path string) ([]byte, error) {
+			if path == "/proc/meminfo" {
+				return fmt.Appendf(nil, "MemTotal: 99999999 kB\nMemAvailable: %d kB\n", avail>>10), nil
+			}
+			if strings.HasPrefix(path, "/sys/fs/cgroup/") {
+				return nil, os.ErrNotExist
+			}
+			return os.ReadFile(path)
+		}
+	}
+}
+
+// TestMaxBytesReduced: a -e the memory cannot hold is lowered as nccl-tests
+// does, with its line between the device list and the column header, and
+// the rest of the sweep runs. 2 MiB available, less a 16th, for 2 ranks of
+// all_reduce -c 1 (3 bytes per byte of -e, plus 64 KiB): -e 305834.
+func TestMaxBytesReduced(t *testing.T) {
+	for _, tt := range []struct {
+		min   string
+		sizes []string
+	}{
+		{"128K", []string{"131072", "262144"}},
+		{"512K", []string{"305832"}}, // -b is lowered too; the count rounds down to whole floats
+	} {
+		r := runWith(t, withMemory(2<<20), nil, "cc-perf", "all_reduce", "-t", "2", "-b", tt.min, "-e", "1G", "-f", "2", "-n", "1", "-w", "0")
+		if r.code != 0 {
+			t.Fatalf("-b %s: exit %d, stderr %q", tt.min, r.code, r.stderr)
+		}
+		want := fmt.Sprintf("#  Rank  1 Group  0 Pid %6d on", os.Getpid())
+		i := strings.Index(r.stdout, want)
+		reducing := "\n#\n# Reducing maxBytes to 305834 due to memory limitation\n#\n#    "
+		if i < 0 || !strings.HasPrefix(r.stdout[i+strings.Index(r.stdout[i:], "\n"):], reducing) {
+			t.Errorf("-b %s: no %q after the device lines:\n%s", tt.min, reducing, r.stdout)
+		}
+		if !strings.Contains(r.stdout, " maxBytes 1073741824 ") {
+			t.Errorf("-b %s: the header does not show -e as given:\n%s", tt.min, r.stdout)
+		}
+		var sizes []string
+		for _, f := range parseTable(t, r.stdout).rows {
+			sizes = append(sizes, f[0])
+		}
+		if fmt.Sprint(sizes) != fmt.Sprint(tt.sizes) {
+			t.Errorf("-b %s: sizes %v, want %v", tt.min, sizes, tt.sizes)
+		}
+	}
+}
+
+// TestMaxBytesAgreed: the processes of a job lower -e to what the one with
+// the least memory holds, so that they sweep the same sizes.
+func TestMaxBytesAgreed(t *testing.T) {
+	avail := []int64{64 << 30, 2 << 20} // process 1 has less
+	outs := runProcs(t, 2, func(rank int, env []string) result {
+		return runWith(t, withMemory(avail[rank]), env, "cc-perf", "all_reduce", "-t", "2", "-b", "128K", "-e", "1G", "-f", "2", "-n", "1", "-w", "0")
+	})
+	if !strings.Contains(outs[0].stdout, "# Reducing maxBytes to 305834 due to memory limitation\n") ||
+		len(parseTable(t, outs[0].stdout).rows) != 2 {
+		t.Errorf("process 0 did not lower -e to process 1's 305834:\n%s", outs[0].stdout)
+	}
+}
+
 // TestRootIgnoredWithoutRoot: collectives without a root accept any -r,
 // as nccl-tests does; the rooted ones still check it.
 func TestRootIgnoredWithoutRoot(t *testing.T) {
@@ -532,24 +595,9 @@ func TestOptionalLines(t *testing.T) {
 // torchrun's variables) of two ranks each: they join one 4-rank job, and
 // only the process of rank 0 prints.
 func TestLauncherJoins(t *testing.T) {
-	port := freePort(t)
-	outs := make([]result, 2)
-	var wg sync.WaitGroup
-	for rank := 0; rank < 2; rank++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			env := []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=2",
-				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port-1)}
-			outs[rank] = runCmd(t, env, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "4K", "-f", "8", "-n", "2")
-		}()
-	}
-	wg.Wait()
-	for rank, r := range outs {
-		if r.code != 0 {
-			t.Fatalf("process %d: exit %d, stderr %q", rank, r.code, r.stderr)
-		}
-	}
+	outs := runProcs(t, 2, func(_ int, env []string) result {
+		return runCmd(t, env, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "4K", "-f", "8", "-n", "2")
+	})
 	if outs[1].stdout != "" {
 		t.Errorf("process 1 printed %q, want nothing", outs[1].stdout)
 	}
@@ -567,6 +615,29 @@ func TestLauncherJoins(t *testing.T) {
 			t.Errorf("wrong data: %q", f)
 		}
 	}
+}
+
+// runProcs runs n "processes" of one job at once, each started by run with
+// the environment torchrun gives it on this host, and returns their results
+// in rank order once every one has exited 0.
+func runProcs(t *testing.T, n int, run func(rank int, env []string) result) []result {
+	t.Helper()
+	root := "MASTER_PORT=" + strconv.Itoa(freePort(t)-1)
+	outs := make([]result, n)
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Go(func() {
+			outs[rank] = run(rank, []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(n),
+				"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", root})
+		})
+	}
+	wg.Wait()
+	for rank, r := range outs {
+		if r.code != 0 {
+			t.Fatalf("process %d: exit %d, stderr %q", rank, r.code, r.stderr)
+		}
+	}
+	return outs
 }
 
 // freePort returns a TCP port that was free a moment ago.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -31,9 +32,6 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		return err
 	}
 	if err := cfg.checkRanks(nranks); err != nil {
-		return err
-	}
-	if err := checkMemory(cfg.bench, cfg.ranksPerProc, e.readFile); err != nil {
 		return err
 	}
 
@@ -86,9 +84,21 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		bcomms[i] = benchComm{c}
 	}
 
+	// As nccl-tests, lower -e (and -b) to what every rank's memory holds
+	// rather than refuse it.
+	o := cfg.bench
+	fit, err := bench.AgreeMaxBytes(ctx, bcomms, o, rankBudget(e.readFile, cfg.ranksPerProc))
+	if err != nil {
+		return failed(err, text)
+	}
+	reduced := fit < o.MaxBytes
+	if reduced {
+		o.MaxBytes, o.MinBytes = fit, min(o.MinBytes, fit)
+	}
+
 	var rec *recorder
 	if lead {
-		rec = &recorder{text: text, coll: cfg.bench.Coll.Name, nranks: nranks, gpus: cfg.header.NGpus}
+		rec = &recorder{text: text, coll: cfg.bench.Coll.Name, nranks: nranks, gpus: cfg.header.NGpus, reduced: reduced, maxBytes: fit}
 		switch cfg.outputKind {
 		case report.KindJSON:
 			rec.json = report.NewJSON(cfg.header, cfg.format, e.args, redact(e.environ), start)
@@ -96,7 +106,6 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 			rec.csv = &report.CSV{Collective: cfg.bench.Coll.Name, Ranks: nranks, GpusPerRank: cfg.header.NGpus}
 		}
 	}
-	o := cfg.bench
 	o.Now = time.Now
 	var brec bench.Recorder
 	if rec != nil {
@@ -237,8 +246,23 @@ func closeComms(comms []*comm.Comm) {
 	wg.Wait()
 }
 
+// rankBudget is the memory the buffers of each of this process's perProc
+// ranks may use: the available memory (availableMemory) less a reserve for
+// the runtime and everything else, shared equally. The reserve is nccl-tests'
+// 1 GiB per 16 GiB of memory, at most 4 GiB (common.cu), made proportional
+// (a 16th) so that small hosts keep most of theirs: 32 GiB available leave
+// 30 GiB of buffers, 512 MiB leave 480 MiB. No limit when the available
+// memory cannot be read.
+func rankBudget(readFile func(string) ([]byte, error), perProc int) int64 {
+	avail, ok := availableMemory(readFile)
+	if !ok {
+		return math.MaxInt64
+	}
+	return (avail - min(avail/16, 4<<30)) / int64(perProc)
+}
+
 // checkMemory refuses a -e that the buffers of this process's perProc ranks
-// cannot fit in.
+// cannot fit in (cc-perf tune, whose sweep is not lowered).
 func checkMemory(o bench.Options, perProc int, readFile func(string) ([]byte, error)) error {
 	avail, ok := availableMemory(readFile)
 	if !ok {
@@ -256,16 +280,21 @@ func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
 // recorder sends rank 0's records to the table and the output file.
 type recorder struct {
-	text   *report.Text
-	json   *report.JSON
-	csv    *report.CSV
-	coll   string
-	nranks int
-	gpus   int
+	text     *report.Text
+	json     *report.JSON
+	csv      *report.CSV
+	coll     string
+	nranks   int
+	gpus     int
+	reduced  bool  // memory lowered -e to maxBytes
+	maxBytes int64 // -e after AgreeMaxBytes
 }
 
 func (r *recorder) Begin(ds []bench.Device) {
 	r.text.Devices(ds)
+	if r.reduced {
+		r.text.MaxBytesReduced(r.maxBytes)
+	}
 	r.text.Columns()
 	if r.json != nil {
 		r.json.Devices(ds)

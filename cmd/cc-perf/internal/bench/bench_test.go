@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -374,6 +375,60 @@ func TestInPlaceStagingNotTimed(t *testing.T) {
 					name, rank, f, o.Iters, 2+o.Iters)
 			}
 		}
+	}
+}
+
+// TestMaxBytesFor: the -e it returns fits the budget and one more byte
+// does not.
+func TestMaxBytesFor(t *testing.T) {
+	for _, c := range Collectives {
+		for _, check := range []int{0, 1} {
+			for _, budget := range []int64{1 << 16, 1<<16 + 100, 3<<30 + 1<<16, 1e9 + 7} {
+				o := Options{Coll: c, Check: check, Unalign: 1}
+				m := MaxBytesFor(o, budget)
+				o.MaxBytes = m
+				fits := BufferBytes(o) <= budget
+				o.MaxBytes = m + 1
+				if m >= 0 && (!fits || BufferBytes(o) <= budget) || m < -1 {
+					t.Errorf("%s -c %d: MaxBytesFor(%d) = %d, which is not the largest -e that fits", c.Name, check, budget, m)
+				}
+			}
+		}
+		if got := MaxBytesFor(Options{Coll: c}, 10); got != -1 {
+			t.Errorf("%s: MaxBytesFor(10 bytes) = %d, want -1", c.Name, got)
+		}
+	}
+	ar, _ := Lookup("all_reduce")
+	if got := MaxBytesFor(Options{Coll: ar, Check: 1}, 3<<30+expectChunk); got != 1<<30 {
+		t.Errorf("all_reduce -c 1: MaxBytesFor(3 GiB + 64 KiB) = %d, want 1 GiB", got)
+	}
+}
+
+// TestAgreeMaxBytes: two "processes" of one rank each with different
+// budgets agree on the smaller -e; a budget above -e leaves it.
+func TestAgreeMaxBytes(t *testing.T) {
+	ar, _ := Lookup("all_reduce")
+	o := Options{Coll: ar, MaxBytes: 1 << 20, Check: 1}
+	_, comms := newFakeJob(2)
+	budgets := []int64{1 << 40, 3<<10 + expectChunk}
+	got := make([]int64, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for p := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[p], errs[p] = AgreeMaxBytes(context.Background(), comms[p:p+1], o, budgets[p])
+		}()
+	}
+	wg.Wait()
+	for p := range got {
+		if errs[p] != nil || got[p] != 1<<10 {
+			t.Errorf("process %d: AgreeMaxBytes = %d, %v; want 1024", p, got[p], errs[p])
+		}
+	}
+	if m, err := AgreeMaxBytes(context.Background(), comms, o, 1<<40); err != nil || m != o.MaxBytes {
+		t.Errorf("AgreeMaxBytes with room = %d, %v; want -e %d", m, err, o.MaxBytes)
 	}
 }
 

@@ -140,6 +140,12 @@ func (t *Text) Devices(ds []bench.Device) {
 	}
 }
 
+// MaxBytesReduced writes nccl-tests' line saying that memory lowered -e to
+// maxBytes (common.cu), between Devices and Columns.
+func (t *Text) MaxBytesReduced(maxBytes int64) {
+	t.printf("#\n# Reducing maxBytes to %d due to memory limitation\n", maxBytes)
+}
+
 // Columns writes the "#" line and the column header.
 func (t *Text) Columns() {
 	t.print("#\n")
