@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -48,10 +49,10 @@ type config struct {
 
 func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
-// config validates the flags for coll. changed reports whether the user set
-// a flag; lookup reads the environment.
-func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(string) (string, bool)) (*config, error) {
-	if err := f.gpuOnly(changed); err != nil {
+// config validates the flags for coll, whose header and footer name it
+// program; lookup reads the environment.
+func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (string, bool)) (*config, error) {
+	if err := f.gpuOnly(); err != nil {
 		return nil, err
 	}
 	min, max, step, factor := int64(f.minBytes), int64(f.maxBytes), int64(f.step), int64(f.stepFactor)
@@ -75,11 +76,11 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 		deviceBase:   -1,
 	}
 	if s, ok := lookup("NCCL_TESTS_MIN_BW"); ok {
-		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || v < 0 {
-			return nil, usagef("NCCL_TESTS_MIN_BW=%q: want a bandwidth in GB/s (a number >= 0)", s)
+		v, set, err := minBandwidth(s)
+		if err != nil {
+			return nil, err
 		}
-		c.minBW, c.minBWSet = v, true
+		c.minBW, c.minBWSet = v, set
 	}
 	if s, ok := lookup("NCCL_TESTS_DEVICE"); ok {
 		v, err := strconv.Atoi(strings.TrimSpace(s))
@@ -91,7 +92,6 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 	if err := f.outputConfig(c); err != nil {
 		return nil, err
 	}
-	algo, _ := lookup("NCCL_ALGO")
 	c.bench = bench.Options{
 		Coll: coll, Types: f.types.types, Ops: f.ops.ops, Root: f.root.rank,
 		MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
@@ -99,11 +99,10 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 		Blocking: f.blocking, Average: f.average,
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
 		Timeout:  time.Duration(f.timeout) * time.Second,
-		Algo:     algo,
 		ShowAlgo: f.showAlgo == 1,
 	}
 	c.header = report.Header{
-		Program: coll.Name + "_perf", Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
+		Program: program, Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
 		NThreads: f.nthreads, NGpus: f.ngpus, MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
 		WarmupIters: f.warmup, Iters: f.iters, AggIters: f.agg, Check: f.check, Graph: f.graph, Unalign: f.unalign,
 		Blocking: f.blocking, ParallelInit: f.parallelInit == 1,
@@ -113,6 +112,26 @@ func (f *flags) config(coll *bench.Coll, changed func(string) bool, lookup func(
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip, Algo: f.showAlgo == 1,
 	}
 	return c, nil
+}
+
+// minBandwidth reads NCCL_TESTS_MIN_BW as nccl-tests does (atof; -1 means
+// no check, common.cu): set is false for -1; an empty value is 0, a check
+// every run passes. Other negative or non-finite numbers and text that is
+// not a number are errors (nccl-tests' atof would read them as a check that
+// always passes, or as 0).
+func minBandwidth(s string) (v float64, set bool, err error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, true, nil
+	}
+	v, err = strconv.ParseFloat(t, 64)
+	switch {
+	case err == nil && v == -1:
+		return 0, false, nil
+	case err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, false, usagef("NCCL_TESTS_MIN_BW=%q: want a bandwidth in GB/s (a number >= 0), or -1 for no check", s)
+	}
+	return v, true, nil
 }
 
 // checkSweep rejects a -b -e -i -f sweep that is empty or never ends.
@@ -129,8 +148,11 @@ func checkSweep(min, max, step, factor int64) error {
 	return nil
 }
 
-// gpuOnly rejects the flags that only mean something on GPUs, saying why.
-func (f *flags) gpuOnly(changed func(string) bool) error {
+// gpuOnly rejects the flags that only mean something on GPUs, saying why,
+// unless they have nccl-tests' default values, which command lines copied
+// from GPU runs spell out: -y 0, -G 0, -R 0, -D 0, -V 16, -x 0 (NCCL's
+// default CTA policy) or -1 (nccl-tests' "do not set").
+func (f *flags) gpuOnly() error {
 	gpu := func(format string, args ...any) error {
 		return cli.Errorf(exitUsage, format, args...)
 	}
@@ -145,12 +167,12 @@ func (f *flags) gpuOnly(changed func(string) bool) error {
 		return gpu("-R/--local_register 2: symmetric memory windows are a GPU feature: use 0")
 	case f.devImpl != 0:
 		return gpu("-D/--device_implementation %d: device-side kernels are GPU only: use 0", f.devImpl)
-	case changed("device_cta_count"):
-		return gpu("-V/--device_cta_count %d: there are no CTAs on CPUs (and no -D): leave it unset", f.devCTA)
+	case f.devCTA != defaultDeviceCTAs:
+		return gpu("-V/--device_cta_count %d: there are no CTAs on CPUs (and no -D): use %d or leave it unset", f.devCTA, defaultDeviceCTAs)
 	}
 	if f.ctaPolicy != "" && f.outputFormat == "" {
-		if _, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err == nil {
-			return gpu("-x/--cta_policy %s: there are no CTAs on CPUs; rccl-tests' -x FILE names the output file of -Z csv|json", f.ctaPolicy)
+		if v, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err == nil && v != 0 && v != -1 {
+			return gpu("-x/--cta_policy %s: there are no CTAs on CPUs: use 0 or leave it unset; rccl-tests' -x FILE names the output file of -Z csv|json", f.ctaPolicy)
 		}
 	}
 	return nil
@@ -197,7 +219,7 @@ func (c *config) checkRanks(nranks int) error {
 	if err := o.Coll.CheckRanks(nranks); err != nil {
 		return usagef("%v", err)
 	}
-	if o.Root >= nranks {
+	if o.Coll.Rooted && o.Root >= nranks {
 		return usagef("-r/--root %d with %d ranks: want 0..%d, or -1 or all for every rank", o.Root, nranks, nranks-1)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/spf13/pflag"
@@ -41,9 +42,12 @@ func defaultFlags() flags {
 		iters: 20, agg: 1, warmup: 1, cycles: 1, check: 1,
 		ops:   opList{names: "sum", ops: []reduce.Op{reduce.Sum}},
 		types: typeList{names: "float", types: []reduce.DataType{reduce.Float32}},
-		root:  rootFlag{set: "0"}, average: 1, devCTA: 16,
+		root:  rootFlag{set: "0"}, average: 1, devCTA: defaultDeviceCTAs,
 	}
 }
+
+// defaultDeviceCTAs is nccl-tests' default -V (device_cta_count).
+const defaultDeviceCTAs = 16
 
 // intFlag is an integer flag read like strtol(s, NULL, 0) (0x.. hex and 0..
 // octal work) and checked against [min, max].
@@ -150,18 +154,27 @@ func (r *rootFlag) Set(s string) error {
 func (r *rootFlag) String() string { return r.set }
 func (r *rootFlag) Type() string   { return "root" }
 
+// ignoredRoot is -r of the collectives without a root: any value is
+// accepted and ignored, as nccl-tests does (they run with root -1), so one
+// command line fits every benchmark.
+type ignoredRoot struct{ set string }
+
+func (r *ignoredRoot) Set(s string) error { r.set = s; return nil }
+func (r *ignoredRoot) String() string     { return r.set }
+func (r *ignoredRoot) Type() string       { return "root" }
+
 const unlimited = 1 << 40
 
-// register adds every flag to fs. The help text of a GPU-only flag says
-// what it does here.
-func (f *flags) register(fs *pflag.FlagSet) {
+// register adds every flag of coll's subcommand to fs. The help text of a
+// GPU-only flag says what it does here.
+func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	i := func(p *int, name, short string, min, max int, usage string) {
 		fs.VarP(intFlag{p, min, max}, name, short, usage)
 	}
 	i(&f.nthreads, "nthreads", "t", 1, 1024, "threads per process: each runs -g ranks (ranks = processes x threads x gpus)")
 	i(&f.ngpus, "ngpus", "g", 1, 1024, `"GPUs" per thread: here, more ranks per thread, each a goroutine with its own communicator`)
 	fs.VarP(&f.minBytes, "minbytes", "b", "smallest message size: bytes, or with a K, M or G suffix (powers of 1024)")
-	fs.VarP(&f.maxBytes, "maxbytes", "e", "largest message size (same syntax as -b)")
+	fs.VarP(&f.maxBytes, "maxbytes", "e", "largest message size (same syntax as -b); lowered, as nccl-tests does, when the buffers would not fit in memory")
 	fs.VarP(&f.step, "stepbytes", "i", "size increment when -f is 1 or 0")
 	i(&f.stepFactor, "stepfactor", "f", 0, 1<<20, "size multiplier between rows (1 or 0: add -i instead)")
 	i(&f.iters, "iters", "n", 1, unlimited, "timed iterations per row")
@@ -172,7 +185,11 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	i(&f.check, "check", "c", 0, 1<<20, "data checks per measurement (0 = no check: #wrong prints N/A)")
 	fs.VarP(&f.ops, "op", "o", "reduction: sum, prod, max, min, avg, mulsum, or all")
 	fs.VarP(&f.types, "datatype", "d", "data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2, or all")
-	fs.VarP(&f.root, "root", "r", "root rank of broadcast, reduce, gather and scatter: a rank, or -1 or all for every rank")
+	if coll.Rooted {
+		fs.VarP(&f.root, "root", "r", "root rank: a rank, or -1 or all for every rank")
+	} else {
+		fs.VarP(&ignoredRoot{set: f.root.set}, "root", "r", "ignored: "+coll.Name+" has no root (any value is accepted, as in nccl-tests)")
+	}
 	i(&f.blocking, "blocking", "z", 0, 3, "0: calls back to back; 1: barrier after each call (after each -m group); 2: no barrier (calls already complete on return); 3: barrier after each iteration, not timed")
 	i(&f.streamNull, "stream_null", "y", 0, 1, "GPU only (CUDA NULL stream): must be 0")
 	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
@@ -182,10 +199,10 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.outputFile, "output_file", "J", "", "write results to this file row by row: .json (nccl-tests JSON v3) or .csv (rccl-tests CSV); never overwrites (tries FILE.0, FILE.1, ...)")
 	i(&f.average, "average", "a", 0, 3, "time reported from every rank's: 0 rank 0, 1 mean, 2 min, 3 max")
 	i(&f.localRegister, "local_register", "R", 0, 2, "buffer registration: only 0 here (1 needs runtime registration, 2 is GPU symmetric memory)")
-	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy); any other value is rccl-tests' -x FILE, the output file of -Z")
+	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy: 0 or -1, the defaults, are accepted); any other value is rccl-tests' -x FILE, the output file of -Z")
 	i(&f.devImpl, "device_implementation", "D", 0, 1<<20, "GPU only (device-side kernels): must be 0")
-	i(&f.devCTA, "device_cta_count", "V", 1, 128, "GPU only (CTAs of -D): must be left at 16")
-	i(&f.memory, "memory", "M", 0, 1, "1: report host memory used (runtime, buffers, collectives) in the footer")
+	i(&f.devCTA, "device_cta_count", "V", 1, 128, "GPU only (CTAs of -D): must be 16, the default")
+	i(&f.memory, "memory", "M", 0, 1, "1: report host memory in the footer: what the communicators kept at init (live heap and stacks, shared memory mapped), the buffers, the growth during the collectives")
 	i(&f.unalign, "unalign", "u", 0, 1<<20, "start buffers this many elements past an aligned address")
 	i(&f.perIter, "per_iter_timing", "I", 0, 1, "1: add i_min i_max i_p99 i_cv% columns (per-iteration times, slowest rank)")
 	i(&f.perIterSkip, "per_iter_skip", "K", 0, unlimited, "leave the first K iterations out of the -I statistics")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,6 @@ func TestBadInput(t *testing.T) {
 		{"zero iters", nil, []string{"all_reduce", "-n", "0"}, 6, []string{"-n, --iters", `"0"`, "1 or more"}},
 		{"endless sweep", nil, []string{"all_reduce", "-b", "8", "-e", "64", "-f", "0", "-i", "0"}, 6, []string{"-i/--stepbytes 0", "-f/--stepfactor 0"}},
 		{"unwritable -J", nil, []string{"all_reduce", "-b", "8", "-e", "8", "-J", filepath.Join(dir, "no", "such", "dir", "r.json")}, 6, []string{"-J/--output_file", "r.json"}},
-		{"too large for memory", nil, []string{"all_reduce", "-e", "1024G"}, 6, []string{"-e/--maxbytes 1099511627776", "available"}},
 		{"not a number", nil, []string{"all_reduce", "-t", "two"}, 6, []string{"-t, --nthreads", `"two"`}},
 		{"unknown flag", nil, []string{"all_reduce", "--bogus"}, 6, []string{"bogus"}},
 		{"unknown collective", nil, []string{"allreduce"}, 6, []string{`"allreduce"`, "all_reduce"}},
@@ -74,8 +74,9 @@ func TestBadInput(t *testing.T) {
 		{"stream null", nil, []string{"all_reduce", "-y", "1"}, 6, []string{"-y/--stream_null 1"}},
 		{"register", nil, []string{"all_reduce", "-R", "2"}, 6, []string{"-R/--local_register 2"}},
 		{"device impl", nil, []string{"all_reduce", "-D", "1"}, 6, []string{"-D/--device_implementation 1"}},
-		{"device ctas", nil, []string{"all_reduce", "-V", "8"}, 6, []string{"-V/--device_cta_count 8"}},
-		{"cta policy", nil, []string{"all_reduce", "-x", "1"}, 6, []string{"-x/--cta_policy 1", "-Z"}},
+		{"device ctas", nil, []string{"all_reduce", "-V", "8"}, 6, []string{"-V/--device_cta_count 8", "use 16"}},
+		{"cta policy", nil, []string{"all_reduce", "-x", "1"}, 6, []string{"-x/--cta_policy 1", "use 0", "-Z"}},
+		{"cta policy 2", nil, []string{"all_reduce", "-x", "2"}, 6, []string{"-x/--cta_policy 2"}},
 		{"hypercube ranks", nil, []string{"hypercube", "-t", "3", "-b", "8", "-e", "8"}, 6, []string{"power-of-two", "3"}},
 		{"legacy with -I", nil, []string{"all_reduce", "--legacy-format", "-I", "1"}, 6, []string{"--legacy-format", "-I"}},
 		{"skip everything", nil, []string{"all_reduce", "-I", "1", "-K", "20"}, 6, []string{"-K/--per_iter_skip 20", "-n"}},
@@ -83,6 +84,7 @@ func TestBadInput(t *testing.T) {
 		{"output extension", nil, []string{"all_reduce", "-J", "r.txt"}, 6, []string{`"r.txt"`, ".json or .csv"}},
 		{"env flag", []string{"CC_PERF_ITERS=abc"}, []string{"all_reduce"}, 6, []string{"CC_PERF_ITERS", `"abc"`}},
 		{"min bw", []string{"NCCL_TESTS_MIN_BW=fast"}, []string{"all_reduce"}, 6, []string{"NCCL_TESTS_MIN_BW", `"fast"`}},
+		{"negative min bw", []string{"NCCL_TESTS_MIN_BW=-2"}, []string{"all_reduce"}, 6, []string{"NCCL_TESTS_MIN_BW", `"-2"`, "-1 for no check"}},
 		{"split", []string{"NCCL_TESTS_SPLIT=MOD 2"}, []string{"all_reduce"}, 5, []string{"NCCL_TESTS_SPLIT", "not implemented"}},
 		{"bad knob", []string{"NCCL_PROTO=bogus"}, []string{"all_reduce", "-b", "8", "-e", "8"}, 6, []string{"NCCL_PROTO"}},
 		{"mpirun without a root", []string{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"}, []string{"all_reduce", "-b", "8", "-e", "8"}, 6, []string{"NCCL_COMM_ID"}},
@@ -174,7 +176,7 @@ func TestEveryCollective(t *testing.T) {
 		if c.OpColumn("sum") == "" {
 			cols = 12
 		}
-		factor := c.BusFactor(2, "")
+		factor := c.BusFactor(2)
 		for _, f := range tb.rows {
 			if len(f) != cols {
 				t.Fatalf("%s: %d columns in %q, want %d", c.Name, len(f), f, cols)
@@ -340,16 +342,194 @@ func TestCSVOutput(t *testing.T) {
 	}
 }
 
-// TestSymlinkName runs the binary as nccl-tests' all_gather_perf, and the
-// alias subcommand.
+// TestSymlinkName runs the binary as nccl-tests' all_gather_perf (under
+// the names a symlink may have), and the alias subcommand: the header and
+// footer print the invoked name, as nccl-tests prints basename(argv[0]).
 func TestSymlinkName(t *testing.T) {
-	for _, args := range [][]string{
-		{"/opt/nccl-tests/build/all_gather_perf_mpi", "-b", "8", "-e", "8"},
-		{"cc-perf", "all_gather_perf", "-b", "8", "-e", "8"},
+	for _, tt := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"/opt/nccl-tests/build/all_gather_perf_mpi", "-b", "8", "-e", "8"}, "all_gather_perf_mpi"},
+		{[]string{"bin/all_gather_perf", "-b", "8", "-e", "8"}, "all_gather_perf"},
+		{[]string{"cc-perf", "all_gather_perf", "-b", "8", "-e", "8"}, "all_gather_perf"},
 	} {
-		r := runCmd(t, nil, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "# Collective test starting: all_gather_perf\n") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		r := runCmd(t, nil, tt.args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "# Collective test starting: "+tt.name+"\n") ||
+			!strings.Contains(r.stdout, "# Collective test concluded: "+tt.name+"\n") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", tt.args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestAlltoallvNotImplemented: nccl-tests' alltoallv_perf, however it is
+// reached, says it is not implemented (exit 5) instead of misreading flags.
+func TestAlltoallvNotImplemented(t *testing.T) {
+	for _, args := range [][]string{
+		{"/opt/nccl-tests/build/alltoallv_perf", "-t", "2", "-b", "8", "-e", "8", "-n", "2"},
+		{"alltoallv_perf_mpi", "-b", "8"},
+		{"cc-perf", "alltoallv", "-t", "2"},
+		{"cc-perf", "alltoallv_perf"},
+	} {
+		checkOneLineError(t, runCmd(t, nil, args...), 5, []string{"alltoallv", "not implemented", "alltoall,"})
+	}
+}
+
+// runWith runs args like runCmd, after hook has adjusted the process's env
+// (hostname, readFile).
+func runWith(t *testing.T, hook func(*env), environ []string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := newEnv(args, append(append([]string(nil), baseEnv...), environ...), &out, &errb)
+	hook(e)
+	code := execute(context.Background(), e)
+	return result{code, out.String(), errb.String()}
+}
+
+// TestHostnameCut: a host named node01.example.com is node01 in the device
+// lines and in the -J file's hostname, as nccl-tests prints and records it.
+func TestHostnameCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := runWith(t, func(e *env) { e.hostname = func() (string, error) { return "node01.example.com", nil } },
+		nil, "cc-perf", "all_gather", "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-J", path)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stdout, " on     node01 device "); n != 2 {
+		t.Errorf("%d device lines on node01, want 2:\n%s", n, r.stdout)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Config struct {
+			Devices []struct {
+				Hostname string `json:"hostname"`
+			} `json:"devices"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Config.Devices) != 2 {
+		t.Fatalf("%d devices in %s", len(doc.Config.Devices), b)
+	}
+	for _, d := range doc.Config.Devices {
+		if d.Hostname != "node01" {
+			t.Errorf("JSON hostname %q, want node01", d.Hostname)
+		}
+	}
+}
+
+// TestGPUOnlyDefaults: command lines copied from GPU runs that spell out
+// nccl-tests' defaults of the GPU-only flags run; -x with a file name is
+// still rccl-tests' output file.
+func TestGPUOnlyDefaults(t *testing.T) {
+	base := []string{"cc-perf", "all_reduce", "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"}
+	for _, extra := range [][]string{
+		{"-y", "0", "-G", "0", "-R", "0", "-D", "0", "-V", "16", "-x", "0"},
+		{"--device_cta_count", "16", "--cta_policy", "-1"},
+	} {
+		if r := runCmd(t, nil, append(base, extra...)...); r.code != 0 {
+			t.Errorf("%v: exit %d, stderr %q", extra, r.code, r.stderr)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := runCmd(t, nil, append(base, "-V", "16", "-x", path)...)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "# Writing JSON output to "+path+"\n") {
+		t.Errorf("-x %s: exit %d, stdout %q, stderr %q", path, r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Error(err)
+	}
+}
+
+// withMemory makes a process see avail bytes of available memory and no
+// cgroup limit.
+func withMemory(avail int64) func(*env) {
+	return func(e *env) {
+		e.readFile = func(path string) ([]byte, error) {
+			if path == "/proc/meminfo" {
+				return fmt.Appendf(nil, "MemTotal: 99999999 kB\nMemAvailable: %d kB\n", avail>>10), nil
+			}
+			if strings.HasPrefix(path, "/sys/fs/cgroup/") {
+				return nil, os.ErrNotExist
+			}
+			return os.ReadFile(path)
+		}
+	}
+}
+
+// TestMaxBytesReduced: a -e the memory cannot hold is lowered as nccl-tests
+// does, with its line between the device list and the column header, and
+// the rest of the sweep runs. 2 MiB available, less a 16th, for 2 ranks of
+// all_reduce -c 1 (3 bytes per byte of -e, plus 64 KiB): -e 305834.
+func TestMaxBytesReduced(t *testing.T) {
+	for _, tt := range []struct {
+		min   string
+		sizes []string
+	}{
+		{"128K", []string{"131072", "262144"}},
+		{"512K", []string{"305832"}}, // -b is lowered too; the count rounds down to whole floats
+	} {
+		r := runWith(t, withMemory(2<<20), nil, "cc-perf", "all_reduce", "-t", "2", "-b", tt.min, "-e", "1G", "-f", "2", "-n", "1", "-w", "0")
+		if r.code != 0 {
+			t.Fatalf("-b %s: exit %d, stderr %q", tt.min, r.code, r.stderr)
+		}
+		want := fmt.Sprintf("#  Rank  1 Group  0 Pid %6d on", os.Getpid())
+		i := strings.Index(r.stdout, want)
+		reducing := "\n#\n# Reducing maxBytes to 305834 due to memory limitation\n#\n#    "
+		if i < 0 || !strings.HasPrefix(r.stdout[i+strings.Index(r.stdout[i:], "\n"):], reducing) {
+			t.Errorf("-b %s: no %q after the device lines:\n%s", tt.min, reducing, r.stdout)
+		}
+		if !strings.Contains(r.stdout, " maxBytes 1073741824 ") {
+			t.Errorf("-b %s: the header does not show -e as given:\n%s", tt.min, r.stdout)
+		}
+		var sizes []string
+		for _, f := range parseTable(t, r.stdout).rows {
+			sizes = append(sizes, f[0])
+		}
+		if fmt.Sprint(sizes) != fmt.Sprint(tt.sizes) {
+			t.Errorf("-b %s: sizes %v, want %v", tt.min, sizes, tt.sizes)
+		}
+	}
+}
+
+// TestMaxBytesAgreed: the processes of a job lower -e to what the one with
+// the least memory holds, so that they sweep the same sizes.
+func TestMaxBytesAgreed(t *testing.T) {
+	avail := []int64{64 << 30, 2 << 20} // process 1 has less
+	outs := runProcs(t, 2, func(rank int, env []string) result {
+		return runWith(t, withMemory(avail[rank]), env, "cc-perf", "all_reduce", "-t", "2", "-b", "128K", "-e", "1G", "-f", "2", "-n", "1", "-w", "0")
+	})
+	if !strings.Contains(outs[0].stdout, "# Reducing maxBytes to 305834 due to memory limitation\n") ||
+		len(parseTable(t, outs[0].stdout).rows) != 2 {
+		t.Errorf("process 0 did not lower -e to process 1's 305834:\n%s", outs[0].stdout)
+	}
+}
+
+// TestRootIgnoredWithoutRoot: collectives without a root accept any -r,
+// as nccl-tests does; the rooted ones still check it.
+func TestRootIgnoredWithoutRoot(t *testing.T) {
+	for _, tt := range []struct {
+		coll, root string
+		code       int
+	}{
+		{"all_reduce", "5", 0},
+		{"alltoall", "-7", 0},
+		{"sendrecv", "bogus", 0},
+		{"hypercube", "99", 0},
+		{"broadcast", "5", 6},
+		{"gather", "bogus", 6},
+		{"reduce", "1", 0},
+	} {
+		r := runCmd(t, nil, "cc-perf", tt.coll, "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "-r", tt.root)
+		if r.code != tt.code {
+			t.Errorf("%s -r %s: exit %d, want %d; stderr %q", tt.coll, tt.root, r.code, tt.code, r.stderr)
+		}
+		if tt.code != 0 && !strings.Contains(r.stderr, "root") {
+			t.Errorf("%s -r %s: stderr %q does not name -r", tt.coll, tt.root, r.stderr)
 		}
 	}
 }
@@ -359,9 +539,20 @@ func TestMinBandwidthGate(t *testing.T) {
 	if r.code != 7 || !strings.Contains(r.stdout, "# Avg bus bandwidth    : ") || !strings.Contains(r.stdout, " FAILED\n") {
 		t.Errorf("exit %d, stdout %q", r.code, r.stdout)
 	}
-	r = runCmd(t, []string{"NCCL_TESTS_MIN_BW=0"}, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "8")
-	if r.code != 0 || !strings.Contains(r.stdout, " OK\n#\n") {
-		t.Errorf("exit %d, stdout %q", r.code, r.stdout)
+	// As nccl-tests' atof: empty is 0, a gate every run passes; -1 is no
+	// gate (the line ends with a space after the number).
+	for _, tt := range []struct{ env, gate string }{
+		{"NCCL_TESTS_MIN_BW=0", "OK"},
+		{"NCCL_TESTS_MIN_BW=", "OK"},
+		{"NCCL_TESTS_MIN_BW= ", "OK"},
+		{"NCCL_TESTS_MIN_BW=-1", ""},
+	} {
+		r = runCmd(t, []string{tt.env}, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "8")
+		_, line, _ := strings.Cut(r.stdout, "# Avg bus bandwidth    : ")
+		line, _, _ = strings.Cut(line, "\n")
+		if r.code != 0 || !strings.HasSuffix(line, " "+tt.gate) {
+			t.Errorf("%s: exit %d, average line %q, want it to end in %q; stderr %q", tt.env, r.code, line, " "+tt.gate, r.stderr)
+		}
 	}
 }
 
@@ -411,24 +602,9 @@ func TestOptionalLines(t *testing.T) {
 // torchrun's variables) of two ranks each: they join one 4-rank job, and
 // only the process of rank 0 prints.
 func TestLauncherJoins(t *testing.T) {
-	port := freePort(t)
-	outs := make([]result, 2)
-	var wg sync.WaitGroup
-	for rank := 0; rank < 2; rank++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			env := []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=2",
-				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port-1)}
-			outs[rank] = runCmd(t, env, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "4K", "-f", "8", "-n", "2")
-		}()
-	}
-	wg.Wait()
-	for rank, r := range outs {
-		if r.code != 0 {
-			t.Fatalf("process %d: exit %d, stderr %q", rank, r.code, r.stderr)
-		}
-	}
+	outs := runProcs(t, 2, func(_ int, env []string) result {
+		return runCmd(t, env, "cc-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "4K", "-f", "8", "-n", "2")
+	})
 	if outs[1].stdout != "" {
 		t.Errorf("process 1 printed %q, want nothing", outs[1].stdout)
 	}
@@ -446,6 +622,29 @@ func TestLauncherJoins(t *testing.T) {
 			t.Errorf("wrong data: %q", f)
 		}
 	}
+}
+
+// runProcs runs n "processes" of one job at once, each started by run with
+// the environment torchrun gives it on this host, and returns their results
+// in rank order once every one has exited 0.
+func runProcs(t *testing.T, n int, run func(rank int, env []string) result) []result {
+	t.Helper()
+	root := "MASTER_PORT=" + strconv.Itoa(freePort(t)-1)
+	outs := make([]result, n)
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Go(func() {
+			outs[rank] = run(rank, []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(n),
+				"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", root})
+		})
+	}
+	wg.Wait()
+	for rank, r := range outs {
+		if r.code != 0 {
+			t.Fatalf("process %d: exit %d, stderr %q", rank, r.code, r.stderr)
+		}
+	}
+	return outs
 }
 
 // freePort returns a TCP port that was free a moment ago.
@@ -562,6 +761,42 @@ func TestHostFacts(t *testing.T) {
 	files["/sys/fs/cgroup/memory.max"] = "max\n"
 	if got, ok := availableMemory(read); !ok || got != 2048<<10 {
 		t.Errorf("availableMemory = %d, %v; want MemAvailable", got, ok)
+	}
+}
+
+// TestMemoryReport: -M's Initialization is what creating the communicators
+// kept (live heap, stacks, shared-memory segments), never a meaningless 0,
+// even when the heap already has room for them, as it often has in a real
+// run (the growth of memory obtained from the OS was 0 then).
+func TestMemoryReport(t *testing.T) {
+	growHeap(256 << 20)
+	r := runCmd(t, nil, "cc-perf", "all_reduce", "-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "-M", "1")
+	_, line, _ := strings.Cut(r.stdout, "# Host memory usage    : Initialization ")
+	init, _, _ := strings.Cut(line, " |")
+	if r.code != 0 || init == "" || init == "0.00 B" {
+		t.Errorf("exit %d, Initialization %q, want a size > 0:\n%s", r.code, init, r.stdout)
+	}
+}
+
+// growHeap makes the heap n bytes larger, then leaves that room free.
+func growHeap(n int) {
+	b := make([]byte, n)
+	b[n-1] = 1
+	runtime.KeepAlive(b)
+	runtime.GC()
+}
+
+func TestSharedMapped(t *testing.T) {
+	maps := `55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
+7f0000000000-7f0000100000 rw-s 00000000 00:1a 4242                       /dev/shm/cc-job (deleted)
+7f0000200000-7f0000300000 rw-s 00000000 00:1a 4242                       /dev/shm/cc-job (deleted)
+7f0000400000-7f0000401000 rw-s 00000000 00:01 0                          /dev/zero (deleted)
+7f0000500000-7f0000507000 r--s 00000000 fe:00 325737                     /usr/lib/gconv/gconv-modules.cache
+`
+	// The segment once (1 MiB, mapped by two ranks) + 4 KiB anonymous; not
+	// the heap, not the read-only file.
+	if got, want := sharedMapped([]byte(maps)), int64(1<<20+4096); got != want {
+		t.Errorf("sharedMapped = %d, want %d", got, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -34,9 +35,6 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	if err := cfg.checkRanks(nranks); err != nil {
 		return err
 	}
-	if err := checkMemory(cfg.bench, cfg.ranksPerProc, e.readFile); err != nil {
-		return err
-	}
 
 	var rec *recorder
 	if id.Rank == 0 { // this process holds global rank 0 and reports
@@ -46,15 +44,22 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		defer rec.close()
 	}
 
-	sys0 := memSys()
+	var held0 heldMemory
+	if cfg.memory {
+		held0 = readHeldMemory(e.readFile)
+	}
 	comms, err := initComms(ctx, id, cfg.ranksPerProc, nranks, params)
 	if err != nil {
 		return failed(err, rec)
 	}
 	defer closeComms(comms)
+	var initBytes int64 // -M: what the communicators hold once created
+	if cfg.memory {
+		initBytes = readHeldMemory(e.readFile).growth(held0)
+	}
 	sys1 := memSys()
 
-	facts := readHostFacts()
+	facts := hostFactsOf(e.hostname)
 	localRank := max(id.LocalRank, 0)
 	devices := make([]bench.Device, len(comms))
 	bcomms := make([]bench.Communicator, len(comms))
@@ -67,7 +72,19 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		bcomms[i] = benchComm{c}
 	}
 
+	// As nccl-tests, lower -e (and -b) to what every rank's memory holds
+	// rather than refuse it.
 	o := cfg.bench
+	fit, err := bench.AgreeMaxBytes(ctx, bcomms, o, rankBudget(e.readFile, cfg.ranksPerProc))
+	if err != nil {
+		return failed(err, rec)
+	}
+	if fit < o.MaxBytes {
+		o.MaxBytes, o.MinBytes = fit, min(o.MinBytes, fit)
+		if rec != nil {
+			rec.reduced, rec.maxBytes = true, fit
+		}
+	}
 	o.Now = time.Now
 	var brec bench.Recorder
 	if rec != nil {
@@ -84,7 +101,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	}
 	if cfg.memory {
 		user := bench.BufferBytes(o) * int64(len(comms))
-		ft.Memory = &report.Memory{Init: max(sys1-sys0, 0), User: user, Collective: max(memSys()-sys1-user, 0)}
+		ft.Memory = &report.Memory{Init: initBytes, User: user, Collective: max(memSys()-sys1-user, 0)}
 	}
 	if rec != nil {
 		if err := rec.end(ft); err != nil {
@@ -163,8 +180,23 @@ func closeComms(comms []*comm.Comm) {
 	wg.Wait()
 }
 
+// rankBudget is the memory the buffers of each of this process's perProc
+// ranks may use: the available memory (availableMemory) less a reserve for
+// the runtime and everything else, shared equally. The reserve is nccl-tests'
+// 1 GiB per 16 GiB of memory, at most 4 GiB (common.cu), made proportional
+// (a 16th) so that small hosts keep most of theirs: 32 GiB available leave
+// 30 GiB of buffers, 512 MiB leave 480 MiB. No limit when the available
+// memory cannot be read.
+func rankBudget(readFile func(string) ([]byte, error), perProc int) int64 {
+	avail, ok := availableMemory(readFile)
+	if !ok {
+		return math.MaxInt64
+	}
+	return (avail - min(avail/16, 4<<30)) / int64(perProc)
+}
+
 // checkMemory refuses a -e that the buffers of this process's perProc ranks
-// cannot fit in.
+// cannot fit in (cc-perf tune, whose sweep is not lowered).
 func checkMemory(o bench.Options, perProc int, readFile func(string) ([]byte, error)) error {
 	avail, ok := availableMemory(readFile)
 	if !ok {
@@ -184,10 +216,12 @@ func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 // written as the run goes (it is bench's Recorder), then ended by end or
 // by failed.
 type recorder struct {
-	text   *report.Text
-	file   report.ResultFile // nil without -J
-	out    *report.Output    // the file under it
-	closed bool
+	text     *report.Text
+	file     report.ResultFile // nil without -J
+	out      *report.Output    // the file under it
+	closed   bool
+	reduced  bool  // memory lowered -e to maxBytes
+	maxBytes int64 // -e after AgreeMaxBytes
 }
 
 // newRecorder creates the -J file, if any, names it on stdout and starts
@@ -216,6 +250,9 @@ func newRecorder(cfg *config, e *env, nranks int, start time.Time) (*recorder, e
 // Begin is bench.Recorder's.
 func (r *recorder) Begin(ds []bench.Device) {
 	r.text.Devices(ds)
+	if r.reduced {
+		r.text.MaxBytesReduced(r.maxBytes)
+	}
 	r.text.Columns()
 	if r.file != nil {
 		r.file.Devices(ds)

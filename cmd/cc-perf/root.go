@@ -30,41 +30,85 @@ type env struct {
 	// isTerminal reports whether a stream is a terminal (tune's progress
 	// line); nil means never.
 	isTerminal func(io.Writer) bool
+	// hostname names the host in the device lines; nil means os.Hostname.
+	hostname func() (string, error)
 }
 
 // run is the whole program (see cli.RunFunc).
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	e := &env{
+	return execute(ctx, newEnv(args, environ, stdout, stderr))
+}
+
+// newEnv is the env of a process with this command line, environment and
+// streams.
+func newEnv(args, environ []string, stdout, stderr io.Writer) *env {
+	return &env{
 		args: args, environ: environ, lookup: cli.Lookup(environ),
 		stdout: stdout, stderr: stderr,
 		viper:      cli.NewViper(envPrefix, environ),
 		readFile:   os.ReadFile,
 		isTerminal: terminal,
 	}
-	return execute(ctx, e)
 }
 
 // execute runs the command line e.args with e's streams and environment.
 func execute(ctx context.Context, e *env) int {
 	args := e.args
 	argv := args[1:]
-	if c := collOfProgram(filepath.Base(args[0])); c != nil {
+	prog := filepath.Base(args[0])
+	if c := collOfProgram(prog); c != nil {
 		argv = append([]string{c.Name}, argv...)
+	}
+	if name := unimplementedOf(prog, argv); name != "" {
+		return cli.Fail(e.stderr, "cc-perf", cli.Errorf(exitNotImplemented,
+			"%s is not implemented (nccl-tests' %s_perf); cc-perf has %s", name, name, collNames()))
 	}
 	cmd := newRoot(e)
 	cmd.SetArgs(argv)
 	return cli.Fail(e.stderr, "cc-perf", cmd.ExecuteContext(ctx))
 }
 
-// collOfProgram recognises nccl-tests' binary names, with any suffix
-// (all_reduce_perf, all_reduce_perf_mpi), so a symlink works as the binary.
+// isProgramOf reports whether prog is the nccl-tests binary name of
+// benchmark name, with any suffix (all_reduce_perf, all_reduce_perf_mpi), so
+// a symlink works as the binary.
+func isProgramOf(prog, name string) bool { return strings.HasPrefix(prog, name+"_perf") }
+
+// collOfProgram recognises nccl-tests' binary names (isProgramOf).
 func collOfProgram(prog string) *bench.Coll {
 	for _, c := range bench.Collectives {
-		if strings.HasPrefix(prog, c.Name+"_perf") {
+		if isProgramOf(prog, c.Name) {
 			return c
 		}
 	}
 	return nil
+}
+
+// unimplemented lists nccl-tests' benchmarks (src/Makefile BIN_FILES_LIST)
+// that cc-perf does not have.
+var unimplemented = []string{"alltoallv"}
+
+// unimplementedOf returns the unimplemented benchmark that the program name
+// (alltoallv_perf, alltoallv_perf_mpi) or the subcommand (alltoallv,
+// alltoallv_perf) asks for, or "".
+func unimplementedOf(prog string, argv []string) string {
+	for _, name := range unimplemented {
+		if isProgramOf(prog, name) || len(argv) > 0 && (argv[0] == name || argv[0] == name+"_perf") {
+			return name
+		}
+	}
+	return ""
+}
+
+// program is what the header and footer call the benchmark of c: the
+// invoked name when it is c's nccl-tests binary name, as nccl-tests prints
+// basename(argv[0]) (all_reduce_perf_mpi), else c's binary name.
+func (e *env) program(c *bench.Coll) string {
+	if len(e.args) > 0 {
+		if prog := filepath.Base(e.args[0]); isProgramOf(prog, c.Name) {
+			return prog
+		}
+	}
+	return c.Name + "_perf"
 }
 
 func collNames() string {
@@ -128,7 +172,7 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 			if err := cli.BindFlags(cmd.Flags(), e.viper, envPrefix); err != nil {
 				return cli.WithCode(exitUsage, err)
 			}
-			cfg, err := f.config(c, cmd.Flags().Changed, e.lookup)
+			cfg, err := f.config(c, e.program(c), e.lookup)
 			if err != nil {
 				return err
 			}
@@ -136,7 +180,7 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().SortFlags = false
-	f.register(cmd.Flags())
+	f.register(cmd.Flags(), c)
 	return cmd
 }
 
@@ -161,12 +205,13 @@ runtime's bootstrap (it never runs alone when the launcher says the job has
 several ranks).
 
 Environment: NCCL_* configure the runtime; NCCL_TESTS_MIN_BW=<GB/s> fails the run
-(exit 7) when the average bus bandwidth is below 90%% of it; NCCL_TESTS_DEVICE
+(exit 7) when the average bus bandwidth is below 90%% of it (-1: no check;
+empty: 0); NCCL_TESTS_DEVICE
 offsets the printed device numbers; %[2]s_<FLAG> fills a flag not given on the
 command line (%[2]s_ITERS=5, %[2]s_LEGACY_FORMAT=1).
 
-GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6 unless left at their
-defaults, saying why.
+GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6, saying why, unless
+given nccl-tests' defaults (-y 0 -G 0 -R 0 -D 0 -V 16 -x 0).
 
 Exit status: 0 ok; 2 system error (memory, files); 3 runtime error; 4 timeout
 (-T); 5 not implemented; 6 invalid usage; 7 wrong data or NCCL_TESTS_MIN_BW not

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,16 +63,19 @@ func TestCounts(t *testing.T) {
 					if got := c.AlgBytes(want.Param, elt, n); got != algBytes {
 						t.Errorf("%s n=%d elt=%d count=%d: AlgBytes = %v, want %v", c.Name, n, elt, count, got, algBytes)
 					}
-					if got := c.BusFactor(n, ""); got != factor {
+					if got := c.BusFactor(n); got != factor {
 						t.Errorf("%s n=%d: BusFactor = %v, want %v", c.Name, n, got, factor)
+					}
+					// nccl-tests' factor whatever NCCL_ALGO says: its
+					// all_reduce has no NVLS factor (only pull request #239).
+					for _, algo := range []string{"", "NVLS", "NVLSTREE"} {
+						if alg, bus := c.Bandwidth(want.Param, elt, n, algo, 1e-3); bus != alg*factor {
+							t.Errorf("%s n=%d %q: busbw %v, want algbw %v x %v", c.Name, n, algo, bus, alg, factor)
+						}
 					}
 				}
 			}
 		}
-	}
-	ar, _ := Lookup("all_reduce_perf")
-	if got, want := ar.BusFactor(8, "NVLS"), 7.0/9.0; got != want {
-		t.Errorf("all_reduce NVLS BusFactor(8) = %v, want %v", got, want)
 	}
 }
 
@@ -325,6 +331,104 @@ func TestRunDetectsCorruption(t *testing.T) {
 		if sum.OutOfBounds != 2*len(rec.rows) {
 			t.Errorf("%s: OutOfBounds = %d, want %d (rank 0, both halves of every row)", name, sum.OutOfBounds, 2*len(rec.rows))
 		}
+	}
+}
+
+// TestInPlaceStagingNotTimed: in-place alltoall and sendrecv send from a
+// staging copy of the receive buffer, made once before the timed loop, not
+// before every call. The fake writes a token unique to (rank, call) into
+// every buffer it has sent; a call that sends a buffer still holding the
+// token of the rank's previous call proves nothing copied into it in
+// between. With one size (one buffer region) and no data check, a rank's
+// only freshly filled sends are the first out-of-place call and the
+// in-place synchronising call, which follows the staging copy.
+func TestInPlaceStagingNotTimed(t *testing.T) {
+	for _, name := range []string{"alltoall", "sendrecv"} {
+		c, _ := Lookup(name)
+		o := smallOptions(c)
+		o.Types, o.Ops, o.MinBytes, o.MaxBytes = []reduce.DataType{reduce.Float32}, []reduce.Op{reduce.Sum}, 256, 256
+		o.Iters, o.Warmup, o.Check = 10, 0, 0
+		const n = 2
+		var last [n][8]byte // the token each rank's previous send left
+		for r := range last {
+			last[r] = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff} // no buffer holds it
+		}
+		var fresh [n]int
+		_, _, err := runFake(t, n, o, func(j *fakeJob) {
+			j.sent = func(rank, call int, buf []byte) {
+				if len(buf) < 8 {
+					return
+				}
+				if !bytes.Equal(buf[:8], last[rank][:]) {
+					fresh[rank]++
+				}
+				binary.LittleEndian.PutUint64(last[rank][:], uint64(rank)<<32|uint64(call)+1)
+				copy(buf, last[rank][:])
+			}
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for rank, f := range fresh {
+			if f != 2 {
+				t.Errorf("%s rank %d: %d sends of a freshly filled buffer, want 2 (a copy before each of the %d timed calls makes %d)",
+					name, rank, f, o.Iters, 2+o.Iters)
+			}
+		}
+	}
+}
+
+// TestMaxBytesFor: the -e it returns fits the budget and one more byte
+// does not.
+func TestMaxBytesFor(t *testing.T) {
+	for _, c := range Collectives {
+		for _, check := range []int{0, 1} {
+			for _, budget := range []int64{1 << 16, 1<<16 + 100, 3<<30 + 1<<16, 1e9 + 7} {
+				o := Options{Coll: c, Check: check, Unalign: 1}
+				m := MaxBytesFor(o, budget)
+				o.MaxBytes = m
+				fits := BufferBytes(o) <= budget
+				o.MaxBytes = m + 1
+				if m >= 0 && (!fits || BufferBytes(o) <= budget) || m < -1 {
+					t.Errorf("%s -c %d: MaxBytesFor(%d) = %d, which is not the largest -e that fits", c.Name, check, budget, m)
+				}
+			}
+		}
+		if got := MaxBytesFor(Options{Coll: c}, 10); got != -1 {
+			t.Errorf("%s: MaxBytesFor(10 bytes) = %d, want -1", c.Name, got)
+		}
+	}
+	ar, _ := Lookup("all_reduce")
+	if got := MaxBytesFor(Options{Coll: ar, Check: 1}, 3<<30+expectChunk); got != 1<<30 {
+		t.Errorf("all_reduce -c 1: MaxBytesFor(3 GiB + 64 KiB) = %d, want 1 GiB", got)
+	}
+}
+
+// TestAgreeMaxBytes: two "processes" of one rank each with different
+// budgets agree on the smaller -e; a budget above -e leaves it.
+func TestAgreeMaxBytes(t *testing.T) {
+	ar, _ := Lookup("all_reduce")
+	o := Options{Coll: ar, MaxBytes: 1 << 20, Check: 1}
+	_, comms := newFakeJob(2)
+	budgets := []int64{1 << 40, 3<<10 + expectChunk}
+	got := make([]int64, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for p := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[p], errs[p] = AgreeMaxBytes(context.Background(), comms[p:p+1], o, budgets[p])
+		}()
+	}
+	wg.Wait()
+	for p := range got {
+		if errs[p] != nil || got[p] != 1<<10 {
+			t.Errorf("process %d: AgreeMaxBytes = %d, %v; want 1024", p, got[p], errs[p])
+		}
+	}
+	if m, err := AgreeMaxBytes(context.Background(), comms, o, 1<<40); err != nil || m != o.MaxBytes {
+		t.Errorf("AgreeMaxBytes with room = %d, %v; want -e %d", m, err, o.MaxBytes)
 	}
 }
 

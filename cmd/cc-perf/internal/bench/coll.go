@@ -183,20 +183,17 @@ func (c *Coll) AlgBytes(param, elt int64, n int) float64 {
 	return float64(param * elt * c.algFactor(int64(n)))
 }
 
-// BusFactor is busbw / algbw for n ranks. algo is NCCL_ALGO: as in
-// nccl-tests, all_reduce under NVLS or NVLSTREE uses (n-1)/(n+1).
-func (c *Coll) BusFactor(n int, algo string) float64 {
-	if c.kind == kindAllReduce && (algo == "NVLS" || algo == "NVLSTREE") {
-		return float64(n-1) / float64(n+1)
-	}
-	return c.busFactor(int64(n))
-}
+// BusFactor is busbw / algbw for n ranks: nccl-tests v2.19.6's factor for
+// the collective (src/<name>.cu, *GetBw), whatever algorithm ran. (The
+// (n-1)/(n+1) NVLS factor of nccl-tests pull request #239 was never merged.)
+func (c *Coll) BusFactor(n int) float64 { return c.busFactor(int64(n)) }
 
 // Bandwidth returns algbw and busbw in GB/s for a call of param elements
-// that took sec seconds.
-func (c *Coll) Bandwidth(param, elt int64, n int, algo string, sec float64) (algBW, busBW float64) {
+// that took sec seconds. The string argument is unused: busbw does not
+// depend on the algorithm (BusFactor); callers pass "".
+func (c *Coll) Bandwidth(param, elt int64, n int, _ string, sec float64) (algBW, busBW float64) {
 	algBW = c.AlgBytes(param, elt, n) / 1e9 / sec
-	return algBW, algBW * c.BusFactor(n, algo)
+	return algBW, algBW * c.BusFactor(n)
 }
 
 // Func returns the runtime collective the benchmark's calls are, whose

@@ -28,9 +28,11 @@ type fakeJob struct {
 
 	// Test hooks, called with the rank and the index of its collective or
 	// group (counted per rank): corrupt may change the rank's result, hang
-	// blocks the call until the job aborts.
+	// blocks the call until the job aborts, sent sees (and may change) the
+	// buffer an AllToAll or Send read, once it has been read.
 	corrupt func(rank, call int, out []byte)
 	hang    func(rank, call int) bool
+	sent    func(rank, call int, buf []byte)
 }
 
 type contrib struct {
@@ -157,6 +159,12 @@ func (c *fakeComm) run(f func() error) error {
 func (c *fakeComm) corrupt(out []byte) {
 	if c.j.corrupt != nil {
 		c.j.corrupt(c.rank, c.calls-1, out)
+	}
+}
+
+func (c *fakeComm) sent(buf []byte) {
+	if c.j.sent != nil {
+		c.j.sent(c.rank, c.calls-1, buf)
 	}
 }
 
@@ -290,7 +298,9 @@ func (c *fakeComm) AllToAll(send, recv []byte, count int, dt reduce.DataType) er
 		return errors.New("AllToAll has no in-place form")
 	}
 	return c.run(func() error {
-		cs, err := c.j.exchange(c.rank, contrib{data: snapshot(send[:nb*c.j.n])})
+		data := snapshot(send[:nb*c.j.n])
+		c.sent(send[:nb*c.j.n])
+		cs, err := c.j.exchange(c.rank, contrib{data: data})
 		if err != nil {
 			return err
 		}
@@ -308,6 +318,7 @@ func (c *fakeComm) Send(buf []byte, count int, dt reduce.DataType, peer int) err
 	}
 	data := snapshot(buf[:count*dt.Size()])
 	f := func() error {
+		c.sent(buf[:len(data)])
 		select {
 		case c.j.links[[2]int{c.rank, peer}] <- data:
 			return nil

@@ -12,6 +12,9 @@ import (
 // different memory, up to -e bytes) and by -u elements.
 type bufs struct {
 	send, recv []byte // out-of-place send and receive buffers
+	// stage mirrors recv in the staging buffer of in-place alltoall and
+	// sendrecv (nil for the other collectives).
+	stage []byte
 }
 
 func (k *rank) buffers(iter int) bufs {
@@ -21,7 +24,33 @@ func (k *rank) buffers(iter int) bufs {
 		shift = total * (int64(iter) % (k.o.MaxBytes / total))
 	}
 	off := int64(k.o.Unalign)*k.elt + shift
-	return bufs{send: k.send[off:], recv: k.recv[off:]}
+	b := bufs{send: k.send[off:], recv: k.recv[off:]}
+	if k.stage != nil {
+		b.stage = k.stage[off:]
+	}
+	return b
+}
+
+// stageInPlace copies what the first calls in-place calls find in their
+// receive buffers to the staging buffer they send from: the runtime has no
+// in-place alltoall or sendrecv, so cc-perf sends a copy of the buffer the
+// results replace, as MPI_IN_PLACE implementations do. The copy is made
+// before the calls, outside the timed loop (nccl-tests times the call
+// alone); a call that reuses a region an earlier call of the loop wrote
+// sends the region's content from before the loop, which changes values,
+// not the work. A no-op for the other collectives.
+func (k *rank) stageInPlace(calls int) {
+	if k.stage == nil {
+		return
+	}
+	total := k.counts.Bytes(k.elt)
+	if total > 0 {
+		calls = min(calls, int(k.o.MaxBytes/total)) // the regions repeat after that
+	}
+	for it := 0; it < calls; it++ {
+		b := k.buffers(it)
+		copy(b.stage[:total], b.recv[:total])
+	}
 }
 
 // inPlace returns the send and receive buffers of an in-place call: both
@@ -82,16 +111,12 @@ func (k *rank) startColl(inPlace bool, iter int) error {
 		return k.c.Broadcast(send, recv, p, k.dt, k.root)
 	case kindAllToAll:
 		if inPlace {
-			// The runtime has no in-place alltoall: send a copy of the
-			// buffer the results replace, as MPI_IN_PLACE implementations do.
-			send = k.stage[:len(recv)]
-			copy(send, recv)
+			send = b.stage[:len(recv)] // see stageInPlace
 		}
 		return k.c.AllToAll(send, recv, p, k.dt)
 	case kindSendRecv:
 		if inPlace {
-			send = k.stage[:len(recv)]
-			copy(send, recv)
+			send = b.stage[:len(recv)]
 		}
 		k.c.GroupStart()
 		err := k.c.Send(send, p, k.dt, (k.me+1)%n)

@@ -23,7 +23,7 @@ type rank struct {
 	lead bool // global rank 0: hands rows to rec
 	rec  Recorder
 
-	send, recv, expected, stage []byte // stage: in-place alltoall and sendrecv
+	send, recv, expected, stage []byte // stage: in-place alltoall and sendrecv (stageInPlace)
 	scratch                     []byte // cross-rank bookkeeping
 	preMul                      map[reduce.DataType]reduce.Op
 
@@ -59,7 +59,7 @@ func newRank(c Communicator, o *Options, rec Recorder) (*rank, error) {
 		k.expected = make([]byte, o.MaxBytes)
 	}
 	if o.Coll.kind == kindAllToAll || o.Coll.kind == kindSendRecv {
-		k.stage = make([]byte, o.MaxBytes)
+		k.stage = make([]byte, o.MaxBytes+pad)
 	}
 	k.scratch = make([]byte, 8*max(o.Iters, 1))
 	return k, nil
@@ -74,7 +74,7 @@ func BufferBytes(o Options) int64 {
 		b += o.MaxBytes
 	}
 	if o.Coll.kind == kindAllToAll || o.Coll.kind == kindSendRecv {
-		b += o.MaxBytes
+		b += o.MaxBytes + int64(o.Unalign)*8
 	}
 	return b + int64(expectChunk)
 }
@@ -245,10 +245,14 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 	k.wd.arm(k.phase(what))
 	defer func() { err = k.wd.disarm(err) }()
 
-	if k.o.Check > 0 {
+	o := k.o
+	if o.Check > 0 {
 		if err := k.initData(99, inPlace, false); err != nil {
 			return h, err
 		}
+	}
+	if inPlace {
+		k.stageInPlace(o.Iters * o.Agg) // not timed
 	}
 	// One call to synchronise, as nccl-tests does, then a barrier.
 	if err := k.startColl(inPlace, 0); err != nil {
@@ -258,7 +262,6 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 		return h, err
 	}
 
-	o := k.o
 	// Each iteration is timed on its own only when something needs it (-I,
 	// or -z 3, which leaves the barrier out of the time); otherwise the
 	// loop is timed as a whole, as nccl-tests does, so that two clock reads
@@ -323,7 +326,7 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 		return h, err
 	}
 	h.TimeUS = sec * 1e6
-	h.AlgBW, h.BusBW = k.coll.Bandwidth(k.counts.Param, k.elt, k.n, o.Algo, sec)
+	h.AlgBW, h.BusBW = k.coll.Bandwidth(k.counts.Param, k.elt, k.n, "", sec)
 	if o.PerIter {
 		if err := k.maxOverRanks(iterSec); err != nil {
 			return h, err
@@ -340,6 +343,9 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 		for c := 0; c < o.Check; c++ {
 			if err := k.initData(k.rep<<8|uint64(c&0xff), inPlace, true); err != nil {
 				return h, err
+			}
+			if inPlace {
+				k.stageInPlace(1)
 			}
 			if err := k.startColl(inPlace, 0); err != nil {
 				return h, err

@@ -47,9 +47,6 @@ type Options struct {
 	// rank of the job and Run returns a *TimeoutError. 0: no limit.
 	Timeout time.Duration
 
-	// Algo is NCCL_ALGO, which changes all_reduce's bus factor for NVLS.
-	Algo string
-
 	// Now is the clock for row timestamps; nil means time.Now.
 	Now func() time.Time
 }

@@ -222,7 +222,7 @@ func TestRowColumns(t *testing.T) {
 			}
 			rs := rows(c, n, "float", root)
 			out := render(Format{}, header(c.Name+"_perf"), devices(n), rs, Footer{Program: c.Name})
-			factor := c.BusFactor(n, "")
+			factor := c.BusFactor(n)
 			want := 13
 			if c.OpColumn("sum") == "" {
 				want = 12 // hypercube: the empty redop column vanishes

@@ -57,7 +57,7 @@ type Footer struct {
 
 // Memory is the -M line, in bytes, for the process that prints.
 type Memory struct {
-	Init       int64 // growth of memory obtained from the OS while communicators were created
+	Init       int64 // what creating the communicators kept: live Go heap and stacks, and shared memory mapped
 	User       int64 // send, receive and expected-value buffers cc-perf allocated
 	Collective int64 // further growth while the collectives ran
 }
@@ -138,6 +138,12 @@ func (t *Text) Devices(ds []bench.Device) {
 	for _, d := range ds {
 		t.print(DeviceLine(d))
 	}
+}
+
+// MaxBytesReduced writes nccl-tests' line saying that memory lowered -e to
+// maxBytes (common.cu), between Devices and Columns.
+func (t *Text) MaxBytesReduced(maxBytes int64) {
+	t.printf("#\n# Reducing maxBytes to %d due to memory limitation\n", maxBytes)
 }
 
 // Columns writes the "#" line and the column header.
