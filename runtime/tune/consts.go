@@ -74,39 +74,34 @@ type ClassConsts struct {
 	OpCost float64
 }
 
-// Default returns the built-in constants, fitted to ring all-reduce,
-// reduce-scatter and all-gather measured on the development machine
-// (2 cores; ccrun -np 2 and 4 on shared memory, -np 2 over TCP loopback
-// with a host identity per rank; every protocol forced, 8 B to 32 MiB,
-// medians of 3 interleaved runs, 2026-11-24): alpha from the smallest
-// sizes (time = gamma + steps x alpha), beta from the largest (bus
-// bandwidth). With one channel per 2 cores here, the ceilings are a guess
-// (1.5 channels' worth); a calibration file replaces all of it.
+// Default returns the built-in constants: cc-perf calibrate on the
+// development machine (2 cores, 2026-11-24; 7 repetitions of 5 iterations
+// of every entry, 8 B to 16 MiB x8, one channel): shm with ccrun -np 2,
+// shm-busy with -np 4, net with -np 2 over TCP loopback with a host
+// identity per rank (scripts/tune-check.sh's configurations), rounded to
+// three digits. shm's alpha is 0: two processes on two idle cores see a
+// call's fixed cost (gamma) and no measurable cost per step. With one
+// channel measured, each ceiling keeps the ratio to beta of the constants
+// before (about 1.5 channels' worth). A calibration file replaces all of
+// it (CC_TUNE_FILE).
 func Default() *Consts {
-	const src = "built-in (measured on the development machine, 2026-11-24)"
+	const src = "built-in (cc-perf calibrate on the development machine, 2026-11-24)"
 	c := &Consts{Source: src}
-	set := func(a *[protocols.NumProtos]float64, ll, ll128, simple float64) {
-		a[protocols.LL], a[protocols.LL128], a[protocols.Simple] = ll, ll128, simple
-	}
-	class := func(cl Class, alpha, beta, betaMax [3]float64) {
+	type perProto = [protocols.NumProtos]float64 // LL, LL128, Simple
+	class := func(cl Class, gamma, alpha, beta, betaMax perProto, tree, ctring, pat, treeLat, ctringLat, opCost float64) {
+		c.Class[cl] = ClassConsts{Source: src, Gamma: gamma, Alpha: alpha, Beta: beta, BetaMax: betaMax, OpCost: opCost}
 		k := &c.Class[cl]
-		k.Source = src
-		set(&k.Gamma, 0.2, 0.2, 0.2)
-		set(&k.Alpha, alpha[0], alpha[1], alpha[2])
-		set(&k.Beta, beta[0], beta[1], beta[2])
-		set(&k.BetaMax, betaMax[0], betaMax[1], betaMax[2])
-		k.OpCost = 0.5
-		k.Eff[algos.Ring] = 1
-		k.Eff[algos.Tree] = 0.85
-		k.Eff[algos.PAT] = 0.75
-		k.Eff[algos.CTRing] = 0.9
-		k.AlgoLat[algos.Tree] = 15
-		k.AlgoLat[algos.CTRing] = 30
+		k.Eff[algos.Ring], k.Eff[algos.Tree], k.Eff[algos.CTRing], k.Eff[algos.PAT] = 1, tree, ctring, pat
+		k.AlgoLat[algos.Tree], k.AlgoLat[algos.CTRing] = treeLat, ctringLat
 	}
-	//     class     alpha (µs) LL, LL128, Simple   beta (GB/s)         beta_max (GB/s)
-	class(SHM, [3]float64{0.30, 0.32, 0.30}, [3]float64{0.55, 2.6, 5.0}, [3]float64{0.8, 3.9, 7.5})
-	class(SHMBusy, [3]float64{4.6, 5.0, 4.5}, [3]float64{0.25, 1.2, 2.0}, [3]float64{0.3, 1.4, 2.4})
-	class(Net, [3]float64{10.5, 10, 50}, [3]float64{0.22, 0.95, 1.15}, [3]float64{0.33, 1.4, 1.7})
+	//    class    gamma (µs)                 alpha (µs)                 beta (GB/s)                  beta_max (GB/s)
+	//             efficiency tree, ctring, pat; algo_lat tree, ctring (µs); op_cost (µs)
+	class(SHM, perProto{0.811, 0.626, 0.507}, perProto{0, 0, 0}, perProto{0.644, 2.34, 3.68}, perProto{0.936, 3.52, 5.51},
+		0.275, 0.937, 0.75, 0.597, 0, 0.5)
+	class(SHMBusy, perProto{0, 0, 0}, perProto{4.38, 4.13, 4.11}, perProto{0.379, 1.31, 2.57}, perProto{0.454, 1.53, 3.09},
+		0.781, 0.85, 0.75, 72.8, 98.3, 0.5)
+	class(Net, perProto{11.1, 8.55, 65.1}, perProto{5.08, 6.52, 36.5}, perProto{0.284, 1.11, 1.39}, perProto{0.426, 1.64, 2.05},
+		0.951, 0.919, 0.677, 10.5, 0, 0)
 	return c
 }
 

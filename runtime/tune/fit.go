@@ -137,6 +137,17 @@ func (x *fitter) busBW(ss []Sample, div func(Sample) float64) []float64 {
 // longer than the predicted latency.
 const tooFast = "the large calls took no longer than the predicted latency"
 
+// ringTwin returns the ring's sample of the same collective, protocol,
+// channels and size as s, if one was measured.
+func (x *fitter) ringTwin(s Sample) (Sample, bool) {
+	for _, r := range x.samples {
+		if r.Algo == algos.Ring && r.Coll == s.Coll && r.Proto == s.Proto && r.Channels == s.Channels && r.Bytes == s.Bytes && r.TimeUS > 0 {
+			return r, true
+		}
+	}
+	return Sample{}, false
+}
+
 // excess is what a sample took beyond the model's prediction, in µs.
 func (x *fitter) excess(s Sample) float64 {
 	return s.TimeUS - x.fm.predict(s.Coll, s.Algo, s.Proto, s.Bytes, s.Channels)
@@ -242,7 +253,16 @@ func (x *fitter) others() error {
 		}
 		name := "efficiency " + a.String()
 		ss := x.pick(a, KeepProto, x.minCh, true)
-		eff := x.busBW(ss, func(s Sample) float64 { return min(float64(s.Channels)*k.Beta[s.Proto], k.BetaMax[s.Proto]) })
+		// Against the ring's own call of the same size where there is one
+		// (bandwidth changes with size: caches), else the ring's fit.
+		eff := x.busBW(ss, func(s Sample) float64 {
+			if r, ok := x.ringTwin(s); ok {
+				if bw := x.busBW([]Sample{r}, func(Sample) float64 { return 1 }); len(bw) == 1 {
+					return bw[0]
+				}
+			}
+			return min(float64(s.Channels)*k.Beta[s.Proto], k.BetaMax[s.Proto])
+		})
 		switch {
 		case len(ss) == 0:
 			f.keep(name, fmt.Sprintf("no %s call of >= %d B was measured", a, LargeBytes))

@@ -13,6 +13,7 @@ import (
 // misses by more than BadFit.
 func TestWriteCalibration(t *testing.T) {
 	old := tune.Default().Class[tune.Net]
+	old.Alpha[2] = 50
 	nw := old
 	nw.Alpha[2] = 42
 	f := &tune.Fitted{Class: tune.Net, Old: old, New: nw, Basis: map[string]string{"alpha Simple": "3 samples: ring"}, ErrBefore: 0.5, ErrAfter: 0.1}
