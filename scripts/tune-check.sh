@@ -29,8 +29,8 @@ the tuner's own pick against every (algorithm, protocol) it may run, per
 size; a table per run, a summary at the end, exit 1 if any run fails.
 
 flags (each also read from the environment variable in brackets):
-  -r, --reps N          measurements of every configuration per size (REPS, default 3)
-  -n, --iters N         timed iterations per measurement (ITERS, default 20)
+  -r, --reps N          measurements of every configuration per size (REPS, default 6)
+  -n, --iters N         timed iterations per measurement (ITERS, default 10)
   -w, --warmup N        warmup calls per configuration and size (WARMUP, default 2)
   -b, --minbytes SIZE   smallest size, nccl-tests style: 8, 1K, 64M (MINBYTES, default 8)
   -e, --maxbytes SIZE   largest size (MAXBYTES, default 256M)
@@ -56,8 +56,8 @@ die() {
   exit 2
 }
 
-reps=${REPS:-3}
-iters=${ITERS:-20}
+reps=${REPS:-6}
+iters=${ITERS:-10}
 warmup=${WARMUP:-2}
 minbytes=${MINBYTES:-8}
 maxbytes=${MAXBYTES:-256M}
