@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,21 +54,28 @@ type Client struct {
 
 // Join connects to the root at rootAddr (retrying the connect retryCnt times with linear
 // backoff, see wire.Dial), registers me as rank me.Rank of nranks, and waits until every rank
-// has joined. ctx bounds the whole wait. A root that refuses the join (duplicate rank, wrong
-// nranks, rank out of range) or a job that is aborted meanwhile makes Join fail with the
-// root's reason.
+// has joined. ctx bounds the whole wait: a rank that cannot reach the root says so, naming
+// its address; a rank that reached it aborts the job, citing ctx's cause, and fails with a
+// *MissingError naming the ranks that never joined, as the root answers. A root that refuses
+// the join (duplicate rank, wrong nranks, rank out of range) or a job that is aborted
+// meanwhile makes Join fail with the root's reason (a *MissingError around it if the job was
+// aborted before every rank joined).
 func Join(ctx context.Context, rootAddr string, job wire.Job, me RankInfo, nranks int, retryCnt int, sleep time.Duration) (*Client, error) {
 	if err := checkJoin(me, nranks); err != nil {
 		return nil, err
 	}
 	conn, err := wire.Dial(ctx, rootAddr, job, wire.Hello{Kind: wire.KindBootstrap, Rank: int32(me.Rank)}, retryCnt, sleep)
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: join bootstrap root: %w", me.Rank, err)
+		return nil, fmt.Errorf("rank %d: could not reach the bootstrap root at %s: %w", me.Rank, rootAddr, err)
 	}
 	tuneConn(conn)
-	peers, err := welcome(ctx, conn, me, nranks)
+	peers, err := welcome(ctx, conn, rootAddr, me, nranks)
 	if err != nil {
 		conn.Close()
+		var missing *MissingError
+		if errors.As(err, &missing) { // it names the root
+			return nil, fmt.Errorf("rank %d: %w", me.Rank, err)
+		}
 		return nil, fmt.Errorf("rank %d: join bootstrap root %s: %w", me.Rank, rootAddr, err)
 	}
 	c := &Client{
@@ -99,13 +107,36 @@ func checkJoin(me RankInfo, nranks int) error {
 	return nil
 }
 
-// welcome sends the join and waits for the peer table; ctx ending cuts the wait short.
-func welcome(ctx context.Context, conn net.Conn, me RankInfo, nranks int) ([]RankInfo, error) {
+// rollCallTimeout bounds the wait for the root's answer once a rank gives up joining; a
+// live root answers at once.
+const rollCallTimeout = time.Second
+
+// welcome sends the join and waits for the peer table. If ctx ends first, the rank gives up
+// (see giveUp). A job aborted before every rank joined makes it fail with a *MissingError.
+func welcome(ctx context.Context, conn net.Conn, rootAddr string, me RankInfo, nranks int) ([]RankInfo, error) {
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	peers, err := func() ([]RankInfo, error) {
-		if _, err := conn.Write(encodeJoin(nranks, me)); err != nil {
-			return nil, fmt.Errorf("send join: %w", err)
-		}
+	var joined []RankInfo // the root's roll call, once it sends one
+	var peers []RankInfo
+	_, err := conn.Write(encodeJoin(nranks, me))
+	if err != nil {
+		err = fmt.Errorf("send join: %w", err)
+	} else {
+		peers, err = awaitWelcome(conn, nranks, &joined)
+	}
+	if !stop() && (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) {
+		// ctx ended (the deadline is poisoned even if the welcome came as it did).
+		peers, err = nil, giveUp(conn, context.Cause(ctx), nranks, &joined)
+	}
+	if err != nil && joined != nil {
+		return nil, &MissingError{Addr: rootAddr, NRanks: nranks, Joined: joined, Err: err}
+	}
+	return peers, err
+}
+
+// awaitWelcome reads the root's answer to the join: the peer table, or a refusal, or the
+// job's abort (after which the roll call, if one came first, is in *joined).
+func awaitWelcome(conn net.Conn, nranks int, joined *[]RankInfo) ([]RankInfo, error) {
+	for {
 		t, p, err := readMsg(conn, maxFromRoot(nranks))
 		if err != nil {
 			return nil, fmt.Errorf("wait for the other ranks: %w", err)
@@ -113,6 +144,11 @@ func welcome(ctx context.Context, conn net.Conn, me RankInfo, nranks int) ([]Ran
 		switch t {
 		case msgWelcome:
 			return decodeWelcome(p, nranks)
+		case msgRollCall:
+			if *joined, err = decodeRollCall(p, nranks); err != nil {
+				return nil, err
+			}
+			continue
 		case msgReject:
 			reason, err := decodeText(p, "reason")
 			if err != nil {
@@ -127,15 +163,22 @@ func welcome(ctx context.Context, conn net.Conn, me RankInfo, nranks int) ([]Ran
 			return nil, fmt.Errorf("job aborted while joining: %w", re)
 		}
 		return nil, fmt.Errorf("%w: got %s while waiting for welcome", errProtocol, t)
-	}()
-	if !stop() {
-		// ctx ended; the deadline is poisoned even if the wait happened to succeed.
-		if err != nil {
-			return nil, fmt.Errorf("%w (%v)", context.Cause(ctx), err)
-		}
-		return nil, context.Cause(ctx)
 	}
-	return peers, err
+}
+
+// giveUp ends a join that ctx cut short: the rank aborts the job, citing cause (so that the
+// other ranks learn why, rather than that it was lost), and reads the root's answer for up
+// to rollCallTimeout: the roll call, then the verdict. It returns cause, saying how many
+// ranks it waited for when the root did not say which had joined.
+func giveUp(conn net.Conn, cause error, nranks int, joined *[]RankInfo) error {
+	conn.SetDeadline(time.Now().Add(rollCallTimeout))
+	if _, err := conn.Write(encodeText(msgAbort, "gave up waiting for every rank to join: "+cause.Error())); err == nil {
+		awaitWelcome(conn, nranks, joined) // the verdict, the connection's end or the deadline
+	}
+	if *joined == nil {
+		return fmt.Errorf("%w (waited for all %d ranks; the root did not say which had joined)", cause, nranks)
+	}
+	return cause
 }
 
 // Peers returns every rank's info, index = rank.

@@ -34,5 +34,9 @@
 // join; the root answers welcome (every rank's RankInfo) once all nranks have joined, or
 // reject. Then AllGather and Barrier are numbered rounds: each rank sends gather(round, op,
 // data), the root answers gathered(round, all data) when every rank has sent that round.
-// abort and leave end a rank's stream; aborted tells a rank that the job is over.
+// abort and leave end a rank's stream; aborted tells a rank that the job is over. A job
+// aborted before every rank joined sends roll call (each joined rank and its host) before
+// aborted, so that ranks still waiting can name those that never came (*MissingError). A
+// rank whose ctx ends while it waits for the welcome aborts the job, citing ctx's cause, and
+// reads that answer too.
 package bootstrap

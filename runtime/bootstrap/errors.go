@@ -3,6 +3,9 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/seed-760dd1f1/cc/hw"
 )
 
 // ErrClosed is the reason Done closed when the rank itself called Close.
@@ -65,3 +68,72 @@ func (e *RootLostError) Error() string {
 
 // Unwrap returns the I/O error that revealed the loss.
 func (e *RootLostError) Unwrap() error { return e.Err }
+
+// MissingError is why a join ended before every rank of the job had joined: the wait ended
+// (Err: the join's ctx ended, or the job was aborted) while only Joined had reached the root
+// at Addr. The root tells every rank still connected who had joined when it aborts a job
+// before all have (a rank whose ctx ends aborts the job, citing its ctx's cause).
+type MissingError struct {
+	Addr   string     // the bootstrap root
+	NRanks int        // the job's rank count
+	Joined []RankInfo // the ranks that had joined, in rank order; Rank and Host are set
+	Err    error      // what ended the wait
+}
+
+// Missing returns the ranks that had not joined, in order.
+func (e *MissingError) Missing() []int {
+	var out []int
+	next := 0
+	for _, ri := range e.Joined {
+		for ; next < ri.Rank; next++ {
+			out = append(out, next)
+		}
+		next = ri.Rank + 1
+	}
+	for ; next < e.NRanks; next++ {
+		out = append(out, next)
+	}
+	return out
+}
+
+// maxJoinedHosts bounds the hosts Summary names, so that a large job's message stays a line.
+const maxJoinedHosts = 8
+
+// Summary reads like "ranks 1,3 of 4 never joined the bootstrap root at 10.0.0.1:29500;
+// joined: 0 (node01), 2 (node02)": the missing ranks (ranges for runs, as in "5-9"), then
+// the ranks that had joined, grouped by host (at most maxJoinedHosts hosts, then a count).
+func (e *MissingError) Summary() string {
+	missing := e.Missing()
+	who := "rank"
+	if len(missing) != 1 {
+		who = "ranks"
+	}
+	var hosts []string
+	byHost := map[string][]int{}
+	for _, ri := range e.Joined {
+		if byHost[ri.Host] == nil {
+			hosts = append(hosts, ri.Host)
+		}
+		byHost[ri.Host] = append(byHost[ri.Host], ri.Rank)
+	}
+	var joined []string
+	for i, h := range hosts {
+		if i == maxJoinedHosts {
+			joined = append(joined, fmt.Sprintf("and %d more hosts", len(hosts)-i))
+			break
+		}
+		joined = append(joined, fmt.Sprintf("%s (%s)", ranges(byHost[h]), h))
+	}
+	return fmt.Sprintf("%s %s of %d never joined the bootstrap root at %s; joined: %s",
+		who, ranges(missing), e.NRanks, e.Addr, strings.Join(joined, ", "))
+}
+
+// Error reads like "context deadline exceeded: rank 1 of 2 never joined the bootstrap root
+// at 10.0.0.1:29500; joined: 0 (node01)".
+func (e *MissingError) Error() string { return e.Err.Error() + ": " + e.Summary() }
+
+// Unwrap returns what ended the wait.
+func (e *MissingError) Unwrap() error { return e.Err }
+
+// ranges writes ascending ranks as a CPU list does: 0-3,8,10-11.
+func ranges(ranks []int) string { return hw.CPUList(ranks).String() }

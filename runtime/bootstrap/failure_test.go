@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -214,7 +215,7 @@ func TestJoinCancelled(t *testing.T) {
 func TestJoinAfterAbort(t *testing.T) {
 	tr := startRoot(t, 3)
 	ctx, cancel := context.WithCancel(ctxGuard(t))
-	// Rank 1 joins and is cancelled while waiting: its connection drops, which aborts the job.
+	// Rank 1 joins and is cancelled while waiting: it gives up, which aborts the job.
 	go func() {
 		for ev := range tr.Events() {
 			if ev.Kind == EventJoined {
@@ -228,8 +229,97 @@ func TestJoinAfterAbort(t *testing.T) {
 	if _, err := Join(ctx, tr.Addr(), testJob, info(1), 3, 0, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("rank 1: got %v, want context.Canceled", err)
 	}
-	// The root may not have seen the drop yet; Join of rank 0 either waits for the abort
-	// message or gets it at once. Either way it must fail naming rank 1.
+	// The root has aborted the job before rank 1's Join returned (it answered the abort).
 	_, err := Join(ctxGuard(t), tr.Addr(), testJob, info(0), 3, 0, 0)
-	asRankError(t, "rank 0 join", err, 1, Lost)
+	if re := asRankError(t, "rank 0 join", err, 1, Failed); re != nil && !strings.Contains(re.Cause, "gave up waiting for every rank to join: context canceled") {
+		t.Errorf("rank 0 join: cause %q, want rank 1 giving up", re.Cause)
+	}
+}
+
+// A rank whose join ctx ends names the ranks that never joined, as the root tells it, and so
+// does a rank that was still waiting, which learns it with the abort.
+func TestJoinNamesMissingRanks(t *testing.T) {
+	const n = 4
+	tr := startRoot(t, n)
+	giveUp := errors.New("join deadline")
+	ctx, cancel := context.WithCancelCause(ctxGuard(t))
+	defer cancel(nil)
+	go func() {
+		joined := 0
+		for ev := range tr.Events() {
+			if ev.Kind == EventJoined {
+				if joined++; joined == 2 {
+					cancel(giveUp) // ranks 0 and 2 are in; 1 and 3 never come
+				}
+			}
+		}
+	}()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for _, r := range []int{0, 2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := ctxGuard(t) // rank 2 waits on
+			if r == 0 {
+				c = ctx
+			}
+			_, errs[r] = Join(c, tr.Addr(), testJob, info(r), n, 3, time.Millisecond)
+		}()
+	}
+	wg.Wait()
+	want := "ranks 1,3 of 4 never joined the bootstrap root at " + tr.Addr() + "; joined: 0 (node00), 2 (node02)"
+	for _, r := range []int{0, 2} {
+		var me *MissingError
+		if !errors.As(errs[r], &me) || me.Summary() != want || !strings.Contains(errs[r].Error(), want) {
+			t.Errorf("rank %d: got %v, want a *MissingError saying %q", r, errs[r], want)
+		}
+	}
+	if !errors.Is(errs[0], giveUp) {
+		t.Errorf("rank 0: %v does not carry its ctx's cause", errs[0])
+	}
+	if re := asRankError(t, "rank 2", errs[2], 0, Failed); re != nil && !strings.Contains(re.Cause, "gave up waiting for every rank to join: join deadline") {
+		t.Errorf("rank 2: cause %q, want rank 0 giving up", re.Cause)
+	}
+}
+
+// A rank whose root never appears says so when its ctx ends, naming the root's address.
+func TestJoinRootNeverAppears(t *testing.T) {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancelCause(ctxGuard(t))
+	defer cancel(nil)
+	stop := time.AfterFunc(50*time.Millisecond, func() { cancel(errors.New("join deadline")) })
+	defer stop.Stop()
+	_, err := Join(ctx, addr, testJob, info(1), 2, 1<<20, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "rank 1: could not reach the bootstrap root at "+addr) || !strings.Contains(err.Error(), "join deadline") {
+		t.Errorf("got %v, want rank 1 saying it could not reach %s, and why it stopped", err, addr)
+	}
+}
+
+func TestMissingSummary(t *testing.T) {
+	hosts := func(hs ...string) []RankInfo {
+		var out []RankInfo
+		for r, h := range hs {
+			if h != "" {
+				out = append(out, RankInfo{Rank: r, Host: h})
+			}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		nranks int
+		joined []RankInfo
+		want   string
+	}{
+		{2, hosts("a"), "rank 1 of 2 never joined the bootstrap root at r:1; joined: 0 (a)"},
+		{4, hosts("", "", "b"), "ranks 0-1,3 of 4 never joined the bootstrap root at r:1; joined: 2 (b)"},
+		{8, hosts("a", "b", "a", "b", "", "", "", "a"), "ranks 4-6 of 8 never joined the bootstrap root at r:1; joined: 0,2,7 (a), 1,3 (b)"},
+		{12, hosts("h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9"),
+			"ranks 10-11 of 12 never joined the bootstrap root at r:1; joined: 0 (h0), 1 (h1), 2 (h2), 3 (h3), 4 (h4), 5 (h5), 6 (h6), 7 (h7), and 2 more hosts"},
+	} {
+		e := &MissingError{Addr: "r:1", NRanks: tt.nranks, Joined: tt.joined, Err: errors.New("x")}
+		if got := e.Summary(); got != tt.want {
+			t.Errorf("Summary of %d ranks, %d joined:\n got %q\nwant %q", tt.nranks, len(tt.joined), got, tt.want)
+		}
+	}
 }

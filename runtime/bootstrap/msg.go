@@ -24,7 +24,7 @@ const (
 // A message is an 8-byte header, then the payload:
 //
 //	off len field
-//	  0   1 type (msgJoin..msgLeave)
+//	  0   1 type (msgJoin..msgRollCall)
 //	  1   3 reserved, zero
 //	  4   4 payload length, big endian
 //
@@ -43,10 +43,11 @@ const (
 	msgAbort    msgType = 6 // rank -> root: the cause of this rank's fatal error
 	msgAborted  msgType = 7 // root -> rank: the job is aborted; which rank failed first, and why
 	msgLeave    msgType = 8 // rank -> root: clean close
+	msgRollCall msgType = 9 // root -> rank: the ranks that joined, before the aborted of a job aborted before the welcome
 )
 
 func (t msgType) String() string {
-	names := [...]string{"", "join", "welcome", "reject", "gather", "gathered", "abort", "aborted", "leave"}
+	names := [...]string{"", "join", "welcome", "reject", "gather", "gathered", "abort", "aborted", "leave", "roll call"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}
@@ -116,7 +117,7 @@ const eagerAlloc = 64 << 10
 
 func decodeHeader(h [headerSize]byte, maxLen int) (msgType, int, error) {
 	t := msgType(h[0])
-	if t < msgJoin || t > msgLeave {
+	if t < msgJoin || t > msgRollCall {
 		return 0, 0, fmt.Errorf("%w: unknown message %s", errProtocol, t)
 	}
 	if h[1]|h[2]|h[3] != 0 {
@@ -388,9 +389,40 @@ func decodeAborted(p []byte, nranks int) (*RankError, error) {
 
 const maxAborted = 4 + 1 + 2 + MaxInfoString + 8 + 2 + maxCause
 
+// roll call: n u32, n x (rank u32, host), ranks ascending.
+func encodeRollCall(joined []RankInfo) []byte {
+	var e encoder
+	e.u32(uint32(len(joined)))
+	for _, ri := range joined {
+		e.u32(uint32(ri.Rank))
+		e.str(cut(ri.Host, MaxInfoString))
+	}
+	return encodeMsg(msgRollCall, e.b)
+}
+
+// decodeRollCall returns the ranks that joined, with Rank and Host set.
+func decodeRollCall(p []byte, nranks int) ([]RankInfo, error) {
+	d := decoder{b: p}
+	n := int(d.u32("rank count"))
+	if d.err == nil && n > nranks {
+		return nil, fmt.Errorf("%w: roll call lists %d ranks of %d", errProtocol, n, nranks)
+	}
+	joined := make([]RankInfo, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r := int(d.u32("rank"))
+		if d.err == nil && (r >= nranks || i > 0 && r <= joined[i-1].Rank) {
+			return nil, fmt.Errorf("%w: roll call entry %d is rank %d of %d, out of order or range", errProtocol, i, r, nranks)
+		}
+		joined = append(joined, RankInfo{Rank: r, Host: d.str("host", MaxInfoString)})
+	}
+	return joined, d.done("roll call")
+}
+
+func maxRollCall(nranks int) int { return 4 + nranks*(4+2+MaxInfoString) }
+
 // maxFromRoot bounds any message a rank reads from the root of an nranks job.
 func maxFromRoot(nranks int) int {
-	return max(maxWelcome(nranks), maxGathered(nranks), maxAborted, maxText)
+	return max(maxWelcome(nranks), maxGathered(nranks), maxAborted, maxText, maxRollCall(nranks))
 }
 
 // maxFromRank bounds any message the root reads from a rank.

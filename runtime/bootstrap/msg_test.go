@@ -39,6 +39,10 @@ func TestMessagesRoundTrip(t *testing.T) {
 	if s, err := decodeText(payload(t, encodeText(msgReject, "no")), "reason"); err != nil || s != "no" {
 		t.Errorf("reject: %q %v", s, err)
 	}
+	joined := []RankInfo{{Rank: 0, Host: "a"}, {Rank: 2, Host: ""}}
+	if got, err := decodeRollCall(payload(t, encodeRollCall(joined)), 3); err != nil || !cmp.Equal(got, joined) {
+		t.Errorf("roll call: %+v %v", got, err)
+	}
 }
 
 func TestMessageRejects(t *testing.T) {
@@ -46,7 +50,7 @@ func TestMessageRejects(t *testing.T) {
 		name string
 		msg  []byte
 	}{
-		{"unknown type", []byte{9, 0, 0, 0, 0, 0, 0, 0}},
+		{"unknown type", []byte{10, 0, 0, 0, 0, 0, 0, 0}},
 		{"zero type", []byte{0, 0, 0, 0, 0, 0, 0, 0}},
 		{"reserved", []byte{1, 0, 1, 0, 0, 0, 0, 0}},
 		{"over the cap", []byte{4, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff}},
@@ -79,6 +83,18 @@ func TestMessageRejects(t *testing.T) {
 			return err
 		}()},
 		{"short", func() error { _, _, _, err := decodeGather([]byte{1, 2, 3}); return err }()},
+		{"roll call count", func() error {
+			_, err := decodeRollCall(payload(t, encodeRollCall([]RankInfo{{Rank: 0}, {Rank: 1}})), 1)
+			return err
+		}()},
+		{"roll call order", func() error {
+			_, err := decodeRollCall(payload(t, encodeRollCall([]RankInfo{{Rank: 1}, {Rank: 1}})), 3)
+			return err
+		}()},
+		{"roll call range", func() error {
+			_, err := decodeRollCall(payload(t, encodeRollCall([]RankInfo{{Rank: 3}})), 3)
+			return err
+		}()},
 	} {
 		if !errors.Is(tc.err, errProtocol) {
 			t.Errorf("%s: got %v, want a protocol error", tc.name, tc.err)
@@ -93,7 +109,7 @@ func FuzzMessages(f *testing.F) {
 		encodeJoin(3, info(1)), encodeWelcome([]RankInfo{info(0), info(1), info(2)}),
 		encodeGather(1, opAllGather, []byte("abc")), encodeGathered(2, [][]byte{{1}, {2}, {3}}),
 		encodeAborted(&RankError{Rank: 1, Host: "h", Pid: 2, How: Lost, Cause: "c"}),
-		encodeText(msgReject, "r"), encodeMsg(msgLeave, nil),
+		encodeText(msgReject, "r"), encodeMsg(msgLeave, nil), encodeRollCall([]RankInfo{{Rank: 0, Host: "h"}, {Rank: 2}}),
 	} {
 		f.Add(m)
 	}
@@ -127,6 +143,10 @@ func FuzzMessages(f *testing.F) {
 		case msgAborted:
 			if re, err := decodeAborted(p, nranks); err == nil {
 				again = encodeAborted(re)
+			}
+		case msgRollCall:
+			if joined, err := decodeRollCall(p, nranks); err == nil {
+				again = encodeRollCall(joined)
 			}
 		case msgReject, msgAbort:
 			if s, err := decodeText(p, "text"); err == nil {

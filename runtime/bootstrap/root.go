@@ -341,8 +341,8 @@ func (r *Root) readLoop(rc *rankConn) error {
 				return err
 			}
 			r.mu.Lock()
+			r.fail(rc, Failed, cause) // before gone: rc gets the verdict (and the roll call) too
 			rc.gone = true
-			r.fail(rc, Failed, cause)
 			r.mu.Unlock()
 			return nil
 		case msgLeave:
@@ -390,17 +390,32 @@ func (r *Root) fail(rc *rankConn, how Failure, cause string) {
 	r.abortJob(re, rc.info)
 }
 
-// abortJob records the job's first failure and sends it to every rank still connected.
-// r.mu is held.
+// abortJob records the job's first failure and sends it to every rank still connected,
+// after the roll call if not every rank has joined. r.mu is held.
 func (r *Root) abortJob(re *RankError, info RankInfo) {
 	if r.abort != nil {
 		return
 	}
 	r.abort = re
 	clear(r.rounds)
+	if !r.welcomed {
+		// Some ranks never came: every rank still waiting learns which.
+		r.broadcast(encodeRollCall(r.rollCall()))
+	}
 	r.broadcast(encodeAborted(re))
 	r.emit(Event{Kind: EventAborted, Rank: re.Rank, Info: info, Err: re})
 	r.logf("bootstrap root %s: job aborted: %v", r.Addr(), re)
+}
+
+// rollCall is every rank that has joined, in rank order. r.mu is held.
+func (r *Root) rollCall() []RankInfo {
+	var joined []RankInfo
+	for _, o := range r.ranks {
+		if o != nil {
+			joined = append(joined, o.info)
+		}
+	}
+	return joined
 }
 
 // leave handles a rank's clean close. A rank that others still wait for in a round has
