@@ -118,6 +118,10 @@ type Comm struct {
 }
 
 // Init joins the job described by o and connects this rank to its peers.
+// ctx bounds all of it: the bootstrap (a rank that cannot reach the root
+// names its address; a rank that joined names the ranks that never did, a
+// *bootstrap.MissingError) and the set-up of the connections to its peers
+// (naming the peer not connected); the error carries ctx's cause.
 func Init(ctx context.Context, o Options) (*Comm, error) {
 	if o.NRanks < 1 || o.Rank < 0 || o.Rank >= o.NRanks {
 		return nil, fmt.Errorf("rank %d of %d: want 0 <= rank < nranks and nranks >= 1", o.Rank, o.NRanks)
@@ -138,7 +142,14 @@ func Init(ctx context.Context, o Options) (*Comm, error) {
 		customOp: map[reduce.Op]preMulSum{}, nextOp: firstCustomOp, plans: map[planKey]*plan{}}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.settled = make(chan struct{})
-	if err := c.init(ctx, o); err != nil {
+	// Connections are opened under c.ctx, which outlives Init: while Init
+	// runs, the end of ctx ends it too.
+	stop := context.AfterFunc(ctx, func() { c.cancel(context.Cause(ctx)) })
+	err = c.init(ctx, o)
+	if !stop() && err == nil {
+		err = context.Cause(ctx) // ctx ended as Init completed: c.ctx is cancelled
+	}
+	if err != nil {
 		c.teardown()
 		return nil, fmt.Errorf("rank %d: init: %w", o.Rank, err)
 	}
