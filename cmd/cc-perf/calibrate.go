@@ -60,7 +60,7 @@ func (f *calibrateFlags) register(fs *pflag.FlagSet) {
 	i(&f.warmup, "warmup_iters", "w", 0, unlimited, "untimed calls of every configuration at every size before its first measurement")
 	i(&f.reps, "reps", "", 1, 1<<20, "measurements of every configuration at every size, interleaved in a shuffled order")
 	fs.Var(&f.channels, "channels", "channel counts to measure every entry with, comma-separated, 1..64 (default: 1 and the communicators' count)")
-	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
+	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds joining the job, a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
 	fs.BoolVar(&f.all, "all", false, "also print every measurement with the model's predictions before and after the fit")
 }
 
@@ -171,7 +171,7 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 		coll, _ := bench.Lookup(name)
 		colls = append(colls, coll)
 	}
-	j, err := joinSweep(ctx, e, c.nthreads, c.ngpus, c.sweep.MaxBytes, colls, 0, c.sweep.Channels)
+	j, err := joinSweep(ctx, e, c.nthreads, c.ngpus, c.sweep.MaxBytes, colls, 0, c.sweep.Channels, c.sweep.Timeout)
 	if err != nil {
 		return err
 	}

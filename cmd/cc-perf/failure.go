@@ -12,12 +12,19 @@ import (
 
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 )
 
 // failed reports what stopped the run on the table and in the -J file
 // (rec: rank 0's process; nil elsewhere) and returns the error with its
 // exit status: 4 for a timeout anywhere in the job, 128+n for a signal, 3
 // for a runtime failure.
+//
+// A timeout while joining the job says what the runtime knew: on a rank
+// that had joined, the ranks that never did and the hosts of those that did
+// ("# vm: Test timeout (2s) joining the job: rank 1 of 2 never joined the
+// bootstrap root at 10.0.0.1:29500; joined: 0 (vm)"); elsewhere the
+// runtime's error (a rank that could not reach the root names it).
 //
 // Every local rank may fail with the same error (errors.Join puts one per
 // line): the report and the returned error say each distinct message once,
@@ -31,17 +38,26 @@ func failed(err error, rec *recorder) error {
 	lines := distinctLines(err)
 	var te *bench.TimeoutError
 	var se *cli.SignalError
+	var missing *bootstrap.MissingError
 	code, what := exitRuntime, "Test failure"
 	switch {
 	case errors.As(err, &te):
 		code, what = exitTimeout, fmt.Sprintf("Test timeout (%ds) %s", int(te.Timeout/time.Second), te.Phase)
-		lines = nil // the phase says it all; stderr keeps te's own message
+		if err == error(te) {
+			lines = nil // the phase says it all; stderr keeps te's own message
+		}
 	case errors.As(err, &se) || errors.Is(err, context.Canceled):
 		code, what = 0, "Test interrupted" // cli.Code: 128+n
 	case strings.Contains(err.Error(), "test timeout ("):
 		// Another process of the job timed out and aborted it; the cause
 		// reached us as text.
 		code, what = exitTimeout, "Test timeout in another process"
+	}
+	stderr := strings.Join(lines, "\n")
+	if code == exitTimeout && errors.As(err, &missing) {
+		// The join timed out: who never came is the message.
+		lines = []string{missing.Summary()}
+		stderr = strings.ToLower(what[:1]) + what[1:] + ": " + lines[0]
 	}
 	if rec != nil {
 		msg := []string{host + ": " + what}
@@ -54,7 +70,7 @@ func failed(err error, rec *recorder) error {
 		rec.abort(msg)
 	}
 	if lines != nil {
-		err = &distinctError{msg: strings.Join(lines, "\n"), err: err}
+		err = &distinctError{msg: stderr, err: err}
 	}
 	if code == 0 {
 		return err

@@ -192,7 +192,7 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	}
 	i(&f.blocking, "blocking", "z", 0, 3, "0: calls back to back; 1: barrier after each call (after each -m group); 2: no barrier (calls already complete on return); 3: barrier after each iteration, not timed")
 	i(&f.streamNull, "stream_null", "y", 0, 1, "GPU only (CUDA NULL stream): must be 0")
-	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
+	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds joining the job, a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
 	i(&f.graph, "cudagraph", "G", 0, unlimited, "GPU only (CUDA graph launches): must be 0")
 	i(&f.cpuTime, "report_cputime", "C", 0, 1, "1: head the time column cputime; calls complete before they return here, so it is the same time")
 	i(&f.timestamps, "report_timestamps", "S", 0, 1, "1: end every row with a timestamp")

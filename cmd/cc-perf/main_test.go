@@ -19,6 +19,7 @@ import (
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/report"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"go.uber.org/goleak"
 )
 
@@ -678,6 +679,45 @@ func TestFailedExitCodes(t *testing.T) {
 	}
 	if got := cli.Code(failed(&cli.SignalError{Signal: os.Interrupt}, nil)); got != 130 {
 		t.Errorf("interrupted exit %d, want 130", got)
+	}
+}
+
+// TestFailedJoinTimeout: a timeout while joining names, on the table and
+// in one line on stderr, the ranks that never joined when the runtime knows
+// them (here or in another process), and the runtime's error otherwise.
+func TestFailedJoinTimeout(t *testing.T) {
+	te := &bench.TimeoutError{Rank: 0, Timeout: 2e9, Phase: joinPhase}
+	missing := func(cause error) error {
+		me := &bootstrap.MissingError{Addr: "10.0.0.1:29500", NRanks: 4, Err: cause,
+			Joined: []bootstrap.RankInfo{{Rank: 0, Host: "a"}, {Rank: 2, Host: "b"}}}
+		return errors.Join(fmt.Errorf("rank 0: init: rank 0: %w", me), fmt.Errorf("rank 1: init: rank 1: %w", me))
+	}
+	const who = "ranks 1,3 of 4 never joined the bootstrap root at 10.0.0.1:29500; joined: 0 (a), 2 (b)"
+	for _, tt := range []struct {
+		name        string
+		err         error
+		table, line string
+	}{
+		{"here", missing(te), "Test timeout (2s) joining the job: " + who, "test timeout (2s) joining the job: " + who},
+		{"elsewhere", missing(errors.New("job aborted while joining: rank 2 (host b, pid 7) failed: gave up waiting for every rank to join: test timeout (2s) on rank 2 during joining the job")),
+			"Test timeout in another process: " + who, "test timeout in another process: " + who},
+		{"no root", fmt.Errorf("rank 1: init: rank 1: could not reach the bootstrap root at 10.0.0.1:29500: dial 10.0.0.1:29500: gave up after 9 attempts: %w (last error: refused)", te),
+			"Test timeout (2s) joining the job: rank 1: init: rank 1: could not reach the bootstrap root at 10.0.0.1:29500",
+			"rank 1: init: rank 1: could not reach the bootstrap root at 10.0.0.1:29500"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := failed(tt.err, &recorder{text: &report.Text{W: &out}})
+			if got := cli.Code(err); got != 4 {
+				t.Errorf("exit %d, want 4", got)
+			}
+			if want := "# " + readHostFacts().host + ": " + tt.table; !strings.Contains(out.String(), want) || strings.Count(out.String(), "\n") != 1 {
+				t.Errorf("table %q, want one line starting %q", out.String(), want)
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, tt.line) || strings.Contains(msg, "\n") {
+				t.Errorf("stderr %q, want one line starting %q", msg, tt.line)
+			}
+		})
 	}
 }
 

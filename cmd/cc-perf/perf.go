@@ -48,7 +48,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	if cfg.memory {
 		held0 = readHeldMemory(e.readFile)
 	}
-	comms, err := initComms(ctx, id, cfg.ranksPerProc, nranks, params)
+	comms, err := initComms(ctx, id, cfg.ranksPerProc, nranks, params, cfg.bench.Timeout)
 	if err != nil {
 		return failed(err, rec)
 	}
@@ -133,10 +133,22 @@ func discover(e *env, nthreads, ngpus int) (*param.Params, bootstrap.Identity, i
 	return params, id, id.NRanks * nthreads * ngpus, nil
 }
 
+// joinPhase is what a -T timeout while the ranks are being created says was
+// running.
+const joinPhase = "joining the job"
+
 // initComms creates this process's ranks: all of them in-process without a
 // launcher, else ranks proc x perProc + i of the launcher's job (global rank
-// 0 hosts the bootstrap root when the launcher does not).
-func initComms(ctx context.Context, id bootstrap.Identity, perProc, nranks int, p *param.Params) ([]*comm.Comm, error) {
+// 0 hosts the bootstrap root when the launcher does not). A timeout (-T; 0:
+// none) bounds it all, bootstrap and connection set-up: the error then
+// carries a *bench.TimeoutError and, where the bootstrap root said, the
+// ranks that never joined (see failed).
+func initComms(ctx context.Context, id bootstrap.Identity, perProc, nranks int, p *param.Params, timeout time.Duration) ([]*comm.Comm, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, &bench.TimeoutError{Rank: id.Rank * perProc, Timeout: timeout, Phase: joinPhase})
+		defer cancel()
+	}
 	if id.NRanks <= 1 && id.RootAddr == "" {
 		return comm.InitLocal(ctx, perProc, p)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ type proc struct {
 	stdout []string
 	done   chan struct{} // stdout is read to its end and the process waited for
 	err    error         // Wait's
+	stderr bytes.Buffer  // read it after done
 }
 
 // startProc runs cc-perf with args (the subcommand first) and env on top of
@@ -39,6 +41,7 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, rows: make(chan int, 1<<16), done: make(chan struct{})}
+	cmd.Stderr = &p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,12 +215,10 @@ func TestTimeoutLeavesJSON(t *testing.T) {
 // table completed.
 func TestLostRankLeavesJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.json")
-	port := strconv.Itoa(freePort(t) - 1) // the root listens on MASTER_PORT+1
+	port := freePort(t)
 	procs := make([]*proc, 2)
 	for r := range procs {
-		env := []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=2", "LOCAL_RANK=" + strconv.Itoa(r), "LOCAL_WORLD_SIZE=2",
-			"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}
-		procs[r] = startProc(t, env, "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "0", "-N", "0", "-J", path)
+		procs[r] = startProc(t, launched(r, 2, port), "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "0", "-N", "0", "-J", path)
 	}
 	procs[0].waitRows(t, 3)
 	if err := procs[1].cmd.Process.Kill(); err != nil {
@@ -228,4 +229,114 @@ func TestLostRankLeavesJSON(t *testing.T) {
 		t.Errorf("exit %d, want 3", code)
 	}
 	checkJSONFile(t, path, completeRows(lines), "lost")
+}
+
+// launched is the environment of rank r of an nranks torchrun-style job
+// whose bootstrap root (hosted by rank 0) listens on 127.0.0.1:rootPort
+// (MASTER_PORT+1).
+func launched(r, nranks, rootPort int) []string {
+	return []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(nranks), "LOCAL_RANK=" + strconv.Itoa(r),
+		"LOCAL_WORLD_SIZE=" + strconv.Itoa(nranks), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(rootPort-1)}
+}
+
+// joinBound bounds how long a -T 2 join may take here: generous (the
+// machine is shared), yet far below the runtime's own connect retries or a
+// hang.
+const joinBound = 20 * time.Second
+
+// TestJoinTimeoutNamesMissingRank runs rank 0 of a two-rank job whose rank 1
+// never starts, with -T 2: it ends in about 2 s with exit 4, the table and
+// one stderr line naming rank 1, and a valid -J file; tune and calibrate
+// bound their join the same way.
+func TestJoinTimeoutNamesMissingRank(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"all_reduce", "-b", "8", "-e", "8", "-n", "2", "-J", filepath.Join(dir, "r.json")},
+		{"tune", "all_reduce", "-b", "8", "-e", "64"},
+		{"calibrate", "-o", filepath.Join(dir, "consts.json")},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			port := freePort(t)
+			start := time.Now()
+			p := startProc(t, launched(0, 2, port), append(args, "-T", "2")...)
+			code, lines := p.wait(t)
+			if took := time.Since(start); took > joinBound {
+				t.Errorf("took %v, want about 2s (bound %v)", took, joinBound)
+			}
+			if code != 4 {
+				t.Fatalf("exit %d, want 4:\n%s\nstderr: %s", code, p.output(), p.stderr.String())
+			}
+			who := "rank 1 of 2 never joined the bootstrap root at 127.0.0.1:" + strconv.Itoa(port) + "; joined: 0 ("
+			if stderr := p.stderr.String(); strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "test timeout (2s) joining the job: "+who) {
+				t.Errorf("stderr %q, want one line naming rank 1", stderr)
+			}
+			if args[0] != "all_reduce" {
+				return
+			}
+			if last := lines[len(lines)-1]; !strings.Contains(last, ": Test timeout (2s) joining the job: "+who) {
+				t.Errorf("last line %q, want the timeout naming rank 1", last)
+			}
+			checkJSONFile(t, filepath.Join(dir, "r.json"), 0, "Test timeout (2s) joining the job: "+who)
+		})
+	}
+}
+
+// TestJoinTimeoutRootNeverAppears runs rank 1 of a two-rank job whose rank
+// 0 (and so the bootstrap root) never starts, with -T 2: exit 4 in about
+// 2 s, naming the root's address.
+func TestJoinTimeoutRootNeverAppears(t *testing.T) {
+	port := freePort(t)
+	start := time.Now()
+	p := startProc(t, launched(1, 2, port), "all_reduce", "-b", "8", "-e", "8", "-n", "2", "-T", "2")
+	code, _ := p.wait(t)
+	if took := time.Since(start); took > joinBound {
+		t.Errorf("took %v, want about 2s (bound %v)", took, joinBound)
+	}
+	if code != 4 {
+		t.Errorf("exit %d, want 4", code)
+	}
+	want := "rank 1: could not reach the bootstrap root at 127.0.0.1:" + strconv.Itoa(port)
+	if stderr := p.stderr.String(); strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "test timeout (2s)") {
+		t.Errorf("stderr %q, want one line saying %q and the timeout", stderr, want)
+	}
+}
+
+// TestJoinTimeoutWaitingRankLearnsWhoIsMissing runs ranks 0 and 1 of a
+// three-rank job whose rank 2 never starts: both exit 4 naming rank 2,
+// whichever of them gave up first (the root tells the other).
+func TestJoinTimeoutWaitingRankLearnsWhoIsMissing(t *testing.T) {
+	port := freePort(t)
+	procs := make([]*proc, 2)
+	for r := range procs {
+		procs[r] = startProc(t, launched(r, 3, port), "all_reduce", "-b", "8", "-e", "8", "-n", "2", "-T", "2")
+	}
+	who := "rank 2 of 3 never joined the bootstrap root at 127.0.0.1:" + strconv.Itoa(port) + "; joined: 0-1 ("
+	for r, p := range procs {
+		if code, _ := p.wait(t); code != 4 {
+			t.Errorf("rank %d: exit %d, want 4", r, code)
+		}
+		if stderr := p.stderr.String(); !strings.Contains(stderr, who) {
+			t.Errorf("rank %d: stderr %q, want it to say %q", r, stderr, who)
+		}
+	}
+}
+
+// TestTimeoutAllowsNormalJoin: a two-process job with -T joins and runs as
+// without it.
+func TestTimeoutAllowsNormalJoin(t *testing.T) {
+	port := freePort(t)
+	procs := make([]*proc, 2)
+	for r := range procs {
+		procs[r] = startProc(t, launched(r, 2, port), "all_reduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-T", "60")
+	}
+	for r, p := range procs {
+		code, lines := p.wait(t)
+		if code != 0 {
+			t.Errorf("rank %d: exit %d, want 0:\n%s\nstderr: %s", r, code, p.output(), p.stderr.String())
+		}
+		if r == 0 && completeRows(lines) != 4 {
+			t.Errorf("%d rows, want 4:\n%s", completeRows(lines), p.output())
+		}
+	}
 }

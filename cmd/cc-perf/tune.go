@@ -68,7 +68,7 @@ func (f *tuneFlags) register(fs *pflag.FlagSet) {
 	fs.VarP(&f.ops, "op", "o", "reduction: sum, prod, max, min, avg, mulsum")
 	fs.VarP(&f.types, "datatype", "d", "data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2")
 	fs.VarP(&f.root, "root", "r", "root rank of broadcast and reduce")
-	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
+	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds joining the job, a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
 	fs.StringVar(&f.config, "config", "", "write a tuner config file (NCCL_TUNER_CONFIG_FILE) whose rows make the runtime pick the best configuration at each size")
 	fs.BoolVar(&f.all, "all", false, "also print every configuration's time at every size, before the summary table")
 	fs.BoolVar(&f.check, "check", false, fmt.Sprintf("exit 7 unless regret (auto time / best time) <= %.2f at >= %.0f%% of the sizes and < %g at every size",

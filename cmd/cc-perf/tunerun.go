@@ -25,7 +25,7 @@ import (
 // the process of rank 0 report, write --config and apply --check.
 func tuneRun(ctx context.Context, tc *tuneConfig, e *env) error {
 	o := &tc.o
-	j, err := joinSweep(ctx, e, tc.nthreads, tc.ngpus, o.MaxBytes, []*bench.Coll{o.Coll}, o.Root, o.Channels)
+	j, err := joinSweep(ctx, e, tc.nthreads, tc.ngpus, o.MaxBytes, []*bench.Coll{o.Coll}, o.Root, o.Channels, o.Timeout)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,8 @@ func (j *sweepJob) close() { closeComms(j.comms) }
 // given channel counts, after checking that the job can run them: the
 // rank count, the root, the memory of this process's buffers, and channel
 // counts the communicators have (Force would quietly cap one above).
-func joinSweep(ctx context.Context, e *env, nthreads, ngpus int, maxBytes int64, colls []*bench.Coll, root int, channels []int) (*sweepJob, error) {
+// timeout (-T; 0: none) bounds the join as it bounds cc-perf's (initComms).
+func joinSweep(ctx context.Context, e *env, nthreads, ngpus int, maxBytes int64, colls []*bench.Coll, root int, channels []int, timeout time.Duration) (*sweepJob, error) {
 	params, id, nranks, err := discover(e, nthreads, ngpus)
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func joinSweep(ctx context.Context, e *env, nthreads, ngpus int, maxBytes int64,
 			return nil, err
 		}
 	}
-	comms, err := initComms(ctx, id, perProc, nranks, params)
+	comms, err := initComms(ctx, id, perProc, nranks, params, timeout)
 	if err != nil {
 		return nil, failed(err, nil)
 	}
