@@ -44,7 +44,8 @@ type config struct {
 	memory       bool        // -M
 	minBW        float64     // NCCL_TESTS_MIN_BW
 	minBWSet     bool
-	deviceBase   int // NCCL_TESTS_DEVICE, -1 when unset
+	deviceBase   int        // NCCL_TESTS_DEVICE, -1 when unset
+	split        *splitRule // NCCL_TESTS_SPLIT[_MASK], nil for one group
 }
 
 func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
@@ -65,12 +66,12 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 	if f.legacy && (f.perIter == 1 || f.timestamps == 1) {
 		return nil, usagef("--legacy-format has no -I or -S columns: drop one of them")
 	}
-	for _, v := range []string{"NCCL_TESTS_SPLIT", "NCCL_TESTS_SPLIT_MASK"} {
-		if s, ok := lookup(v); ok {
-			return nil, cli.Errorf(exitNotImplemented, "%s=%q: splitting ranks into groups is not implemented; unset it", v, s)
-		}
+	split, err := parseSplit(lookup)
+	if err != nil {
+		return nil, err
 	}
 	c := &config{
+		split:        split,
 		ranksPerProc: f.nthreads * f.ngpus,
 		memory:       f.memory == 1,
 		deviceBase:   -1,
@@ -216,6 +217,9 @@ func (f *flags) outputConfig(c *config) error {
 // checkRanks validates what depends on the job's rank count.
 func (c *config) checkRanks(nranks int) error {
 	o := &c.bench
+	if c.split != nil {
+		return c.split.checkGroups(o, nranks)
+	}
 	if err := o.Coll.CheckRanks(nranks); err != nil {
 		return usagef("%v", err)
 	}

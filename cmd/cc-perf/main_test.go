@@ -86,7 +86,7 @@ func TestBadInput(t *testing.T) {
 		{"env flag", []string{"CC_PERF_ITERS=abc"}, []string{"all_reduce"}, 6, []string{"CC_PERF_ITERS", `"abc"`}},
 		{"min bw", []string{"NCCL_TESTS_MIN_BW=fast"}, []string{"all_reduce"}, 6, []string{"NCCL_TESTS_MIN_BW", `"fast"`}},
 		{"negative min bw", []string{"NCCL_TESTS_MIN_BW=-2"}, []string{"all_reduce"}, 6, []string{"NCCL_TESTS_MIN_BW", `"-2"`, "-1 for no check"}},
-		{"split", []string{"NCCL_TESTS_SPLIT=MOD 2"}, []string{"all_reduce"}, 5, []string{"NCCL_TESTS_SPLIT", "not implemented"}},
+		{"split", []string{"NCCL_TESTS_SPLIT=MOD -2"}, []string{"all_reduce"}, 6, []string{"NCCL_TESTS_SPLIT", `"MOD -2"`, "want a value >= 0"}},
 		{"bad knob", []string{"NCCL_PROTO=bogus"}, []string{"all_reduce", "-b", "8", "-e", "8"}, 6, []string{"NCCL_PROTO"}},
 		{"mpirun without a root", []string{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"}, []string{"all_reduce", "-b", "8", "-e", "8"}, 6, []string{"NCCL_COMM_ID"}},
 	}

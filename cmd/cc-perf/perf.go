@@ -18,11 +18,25 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/param"
 )
 
-// benchComm is a communicator as bench sees it.
-type benchComm struct{ *comm.Comm }
+// benchComm is a rank's communicators as bench sees them: the one the
+// collectives are measured on (embedded: its group's with NCCL_TESTS_SPLIT,
+// else the job's) and the job's, for bench's bookkeeping.
+type benchComm struct {
+	*comm.Comm
+	job *comm.Comm
+}
 
-// Control returns the communicator's control view (comm.Control).
-func (c benchComm) Control() bench.Control { return c.Comm.Control() }
+// Control returns the job communicator's control view (comm.Control).
+func (c benchComm) Control() bench.Control { return c.job.Control() }
+
+// Abort aborts both communicators, so that the failure reaches the rank's
+// group and the whole job.
+func (c benchComm) Abort(cause error) {
+	c.Comm.Abort(cause)
+	if c.job != c.Comm {
+		c.job.Abort(cause)
+	}
+}
 
 var _ bench.Communicator = benchComm{}
 
@@ -53,7 +67,12 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		return failed(err, rec)
 	}
 	defer closeComms(comms)
-	var initBytes int64 // -M: what the communicators hold once created
+	groups, err := splitComms(ctx, comms, cfg.split)
+	if err != nil {
+		return failed(err, rec)
+	}
+	defer closeComms(groups) // before comms: deferred calls run last first
+	var initBytes int64      // -M: what the communicators hold once created
 	if cfg.memory {
 		initBytes = readHeldMemory(e.readFile).growth(held0)
 	}
@@ -69,7 +88,11 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 			dev = cfg.deviceBase + i
 		}
 		devices[i] = bench.Device{Rank: c.Rank(), Pid: pid(), Host: facts.host, Device: dev, CPUs: facts.cpus, Model: facts.model}
-		bcomms[i] = benchComm{c}
+		bcomms[i] = benchComm{Comm: c, job: c}
+		if groups != nil {
+			devices[i].Group = cfg.split.color(c.Rank())
+			bcomms[i] = benchComm{Comm: groups[i], job: c}
+		}
 	}
 
 	// As nccl-tests, lower -e (and -b) to what every rank's memory holds
@@ -177,6 +200,34 @@ func initComms(ctx context.Context, id bootstrap.Identity, perProc, nranks int, 
 		return nil, err
 	}
 	return comms, nil
+}
+
+// splitComms gives each of this process's ranks (comms) the communicator
+// of its group, comm.Split with the rank's color and the rank as key (so a
+// group's ranks keep the job's order); nil without a split. On failure it
+// aborts comms, so that the failure reaches every process of the job.
+func splitComms(ctx context.Context, comms []*comm.Comm, split *splitRule) ([]*comm.Comm, error) {
+	if split == nil {
+		return nil, nil
+	}
+	groups := make([]*comm.Comm, len(comms))
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Go(func() { groups[i], errs[i] = c.Split(ctx, split.color(c.Rank()), c.Rank()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for i, c := range comms {
+			c.Abort(err)
+			if groups[i] != nil {
+				groups[i].Abort(err)
+				groups[i].Close()
+			}
+		}
+		return nil, err
+	}
+	return groups, nil
 }
 
 // closeComms closes every local rank at once: Close waits for every rank.

@@ -207,7 +207,10 @@ several ranks).
 Environment: NCCL_* configure the runtime; NCCL_TESTS_MIN_BW=<GB/s> fails the run
 (exit 7) when the average bus bandwidth is below 90%% of it (-1: no check;
 empty: 0); NCCL_TESTS_DEVICE
-offsets the printed device numbers; %[2]s_<FLAG> fills a flag not given on the
+offsets the printed device numbers; NCCL_TESTS_SPLIT="AND|OR|MOD|DIV <n>" or
+NCCL_TESTS_SPLIT_MASK=<hex> split the ranks into groups (color = rank op n, or
+rank & mask) that each run the collective on their own communicator, as
+nccl-tests does; %[2]s_<FLAG> fills a flag not given on the
 command line (%[2]s_ITERS=5, %[2]s_LEGACY_FORMAT=1).
 
 GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6, saying why, unless

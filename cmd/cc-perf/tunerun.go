@@ -134,7 +134,7 @@ func joinSweep(ctx context.Context, e *env, nthreads, ngpus int, maxBytes int64,
 	}
 	j := &sweepJob{id: id, nranks: nranks, comms: comms, bcomms: make([]bench.Communicator, len(comms))}
 	for i, c := range comms {
-		j.bcomms[i] = benchComm{c}
+		j.bcomms[i] = benchComm{Comm: c, job: c}
 	}
 	for _, ch := range channels {
 		if nc := comms[0].NChannels(); ch > nc {

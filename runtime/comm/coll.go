@@ -80,6 +80,12 @@ type Control struct{ c *Comm }
 // Control returns the communicator's control view.
 func (c *Comm) Control() Control { return Control{c} }
 
+// Rank is the communicator's rank.
+func (x Control) Rank() int { return x.c.rank }
+
+// NRanks is the communicator's rank count.
+func (x Control) NRanks() int { return x.c.nranks }
+
 // AllReduce is Comm.AllReduce on the control path.
 func (x Control) AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error {
 	return x.c.call(true, algos.AllReduce, send, recv, count, dt, op, 0)

@@ -9,6 +9,9 @@
 // In one process, InitLocal makes n communicators whose ranks are goroutines
 // talking over loopback TCP (what cc-perf's -t and the tests use).
 //
+// Split makes communicators of subsets of a communicator's ranks, as
+// ncclCommSplit: ranks passing the same color form one, ordered by key.
+//
 // Every call blocks until this rank's part is done. Calls between GroupStart
 // and GroupEnd are queued and run by GroupEnd: collectives batched in call
 // order, point-to-point transfers concurrently. A failure anywhere in the job
@@ -56,6 +59,9 @@ type Options struct {
 	Params       *param.Params // nil: read NCCL_* from the environment
 
 	root *bootstrap.Root // a root created by InitLocal, owned by rank 0
+	// hostRanks is, for a communicator made by Split, the ranks of its
+	// parent on this host: they all run beside it on the host's cores.
+	hostRanks int
 }
 
 // Comm is one rank's communicator. Its methods are not safe for concurrent
@@ -63,6 +69,9 @@ type Options struct {
 type Comm struct {
 	rank, nranks int
 	host         string
+	job          wire.Job // the job's identity, from which Split derives its communicators'
+	splits       int      // Split calls so far: each makes a distinct job
+	hostRanks    int      // ranks on this host sharing its cores: this communicator's, or its parent's (Split)
 	p            *param.Params
 	log          *debuglog.Logger
 	boot         *bootstrap.Client
@@ -138,7 +147,7 @@ func Init(ctx context.Context, o Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Comm{rank: o.Rank, nranks: o.NRanks, host: host, p: p, log: lg, root: o.root,
+	c := &Comm{rank: o.Rank, nranks: o.NRanks, host: host, job: o.Job, p: p, log: lg, root: o.root,
 		customOp: map[reduce.Op]preMulSum{}, nextOp: firstCustomOp, plans: map[planKey]*plan{}}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.settled = make(chan struct{})
@@ -216,6 +225,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		c.warnf("counting cores: %v; assuming 1", err)
 		cores = 1
 	}
+	cores = c.coreShare(cores, o.hostRanks)
 	if err := c.agree(ctx, channelCount(p, cores), cores); err != nil {
 		return err
 	}
@@ -248,6 +258,24 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	c.infof(param.SubsysInit, "comm rank %d nranks %d host %s: %d channels, buffsize %d, %d sockets per connection, listening on %s - Init COMPLETE",
 		c.rank, c.nranks, c.host, c.nchannels, p.BuffSize, p.SocketNThreads*p.NSocksPerThread, c.tr.Addr())
 	return nil
+}
+
+// coreShare is the cores this rank's communicator counts on, which decide
+// whether waits spin, the channel count and the tuner's class. A
+// communicator made by Split shares the host with its parent's other
+// ranks (the other groups run at the same time), so it gets a share of the
+// host's cores proportional to its ranks there: 2 cores, a parent of 4
+// local ranks split in two groups of 2 -> 1 core each, and ranks that
+// outnumber it.
+func (c *Comm) coreShare(cores, parentRanks int) int {
+	local := 0
+	for _, pi := range c.peers {
+		if pi.HostID == c.peers[c.rank].HostID {
+			local++
+		}
+	}
+	c.hostRanks = max(local, parentRanks)
+	return max(1, cores*local/c.hostRanks)
 }
 
 // shmDir is where shared-memory segments live.

@@ -28,6 +28,7 @@ var childModes = map[string]func(c *Comm) error{
 	"allreduce-matrix": childAllReduce,
 	"matrix":           childMatrix,
 	"decisions":        childDecisions,
+	"split":            childSplit,
 }
 
 // childAllReduceThrice runs three all-reduces of 64 Ki int32 and checks them.

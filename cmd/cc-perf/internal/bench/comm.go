@@ -10,6 +10,13 @@ import (
 // Communicator is what bench needs from one rank's communicator; the
 // runtime's *comm.Comm satisfies it. Methods are called from one goroutine
 // per Communicator, except Abort, which may be called from any goroutine.
+//
+// The collectives measured run on the Communicator; its Rank and NRanks
+// are the rank's place in it (the data, counts and bus factor depend on
+// them). Control may span more ranks: the whole job when the job is split
+// into groups that each measure on their own communicator (NCCL_TESTS_SPLIT),
+// as nccl-tests times and counts over MPI_COMM_WORLD. Abort must then reach
+// both.
 type Communicator interface {
 	Rank() int
 	NRanks() int
@@ -32,8 +39,12 @@ type Communicator interface {
 	Control() Control
 }
 
-// Control is what bench needs for its bookkeeping.
+// Control is what bench needs for its bookkeeping, over every rank of the
+// job: Rank and NRanks are the rank's place in the job (global rank 0
+// reports).
 type Control interface {
+	Rank() int
+	NRanks() int
 	AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error
 	AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error
 	Broadcast(send, recv []byte, count int, dt reduce.DataType, root int) error

@@ -14,7 +14,9 @@
 // Times, wrong-element counts and per-iteration samples are combined across
 // every rank of the job with the communicator itself (like nccl-tests does
 // with MPI), so each process ends with the same numbers; the rank-0 goroutine
-// hands each row to a [Recorder] as it completes.
+// hands each row to a [Recorder] as it completes. When the job is split into
+// groups (NCCL_TESTS_SPLIT), each rank measures on its group's communicator
+// while that bookkeeping stays job-wide, on [Communicator.Control].
 //
 // Vocabulary: a rank is one communicator endpoint; nranks ranks form the job.
 // algbw is bytes / time (GB/s, 1e9 bytes); busbw is algbw times the

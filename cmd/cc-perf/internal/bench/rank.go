@@ -18,8 +18,10 @@ type rank struct {
 	c    Communicator
 	o    *Options
 	coll *Coll
-	me   int
-	n    int
+	me   int  // rank in the measured communicator (c)
+	n    int  // its rank count: counts, data and bus factor use it
+	job  int  // rank in the job (c.Control()): n and job differ with NCCL_TESTS_SPLIT
+	jobN int  // the job's rank count
 	lead bool // global rank 0: hands rows to rec
 	rec  Recorder
 
@@ -43,12 +45,13 @@ type rank struct {
 }
 
 func newRank(c Communicator, o *Options, rec Recorder) (*rank, error) {
+	ctl := c.Control()
 	k := &rank{
-		c: c, o: o, coll: o.Coll, me: c.Rank(), n: c.NRanks(), rec: rec,
+		c: c, o: o, coll: o.Coll, me: c.Rank(), n: c.NRanks(), job: ctl.Rank(), jobN: ctl.NRanks(), rec: rec,
 		preMul: map[reduce.DataType]reduce.Op{},
-		wd:     watchdog{c: c, rank: c.Rank(), d: o.Timeout},
+		wd:     watchdog{c: c, rank: ctl.Rank(), d: o.Timeout},
 	}
-	k.lead = k.me == 0 && rec != nil
+	k.lead = k.job == 0 && rec != nil
 	if err := o.Coll.CheckRanks(k.n); err != nil {
 		return nil, err
 	}
@@ -121,25 +124,26 @@ func (k *rank) roots() []int {
 	return rs
 }
 
-// gatherDevices all-gathers every rank's Device; rank 0 hands them to rec.
+// gatherDevices all-gathers every rank's Device over the job; global rank 0
+// hands them to rec.
 func (k *rank) gatherDevices(dev Device) error {
 	rec, err := json.Marshal(dev)
 	if err != nil {
 		return err
 	}
 	if len(rec) > deviceRecord {
-		return fmt.Errorf("rank %d: device description of %d bytes exceeds %d", k.me, len(rec), deviceRecord)
+		return fmt.Errorf("rank %d: device description of %d bytes exceeds %d", k.job, len(rec), deviceRecord)
 	}
 	send := make([]byte, deviceRecord)
 	copy(send, rec)
-	all := make([]byte, deviceRecord*k.n)
+	all := make([]byte, deviceRecord*k.jobN)
 	if err := k.c.Control().AllGather(send, all, deviceRecord, reduce.Uint8); err != nil {
 		return err
 	}
 	if !k.lead {
 		return nil
 	}
-	devs := make([]Device, k.n)
+	devs := make([]Device, k.jobN)
 	for i := range devs {
 		b := all[i*deviceRecord : (i+1)*deviceRecord]
 		end := 0
@@ -147,7 +151,7 @@ func (k *rank) gatherDevices(dev Device) error {
 			end++
 		}
 		if err := json.Unmarshal(b[:end], &devs[i]); err != nil {
-			return fmt.Errorf("rank %d: device description of rank %d: %w", k.me, i, err)
+			return fmt.Errorf("rank %d: device description of rank %d: %w", k.job, i, err)
 		}
 	}
 	k.rec.Begin(devs)
@@ -414,7 +418,9 @@ func (k *rank) barrier() error {
 	return k.c.Control().AllReduce(b, b, 1, reduce.Int32, reduce.Sum)
 }
 
-// combineTime makes one time of every rank's as -a says.
+// combineTime makes one time of every rank's as -a says: every rank of the
+// job, whichever group it measures in, as nccl-tests' Allreduce over
+// MPI_COMM_WORLD.
 func (k *rank) combineTime(sec float64) (float64, error) {
 	b := k.scratch[:8]
 	binary.LittleEndian.PutUint64(b, math.Float64bits(sec))
@@ -435,7 +441,7 @@ func (k *rank) combineTime(sec float64) (float64, error) {
 	}
 	v := math.Float64frombits(binary.LittleEndian.Uint64(b))
 	if k.o.Average == 1 {
-		v /= float64(k.n)
+		v /= float64(k.jobN)
 	}
 	return v, nil
 }

@@ -199,7 +199,7 @@ func (k *rank) tune(ctx context.Context, t Tuned, kind algos.Coll, o *TuneOption
 	}
 	k.dt, k.op, k.root, k.elt = o.Type, o.Op, root, int64(o.Type.Size())
 	configs := tuneConfigs(t.Entries(kind), o.Channels)
-	lead := k.me == 0 && rec != nil
+	lead := k.job == 0 && rec != nil
 	if lead {
 		rec.Begin(configs)
 	}
