@@ -50,8 +50,8 @@ type config struct {
 func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
 // config validates the flags for coll, whose header and footer name it
-// program; lookup reads the environment.
-func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (string, bool)) (*config, error) {
+// program; lookup reads the environment, readFile the files it names.
+func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (*config, error) {
 	if err := f.gpuOnly(); err != nil {
 		return nil, err
 	}
@@ -92,6 +92,18 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 	if err := f.outputConfig(c); err != nil {
 		return nil, err
 	}
+	var traffic *bench.Traffic
+	summary := false
+	if coll.Name == "alltoallv" {
+		var err error
+		if traffic, summary, err = alltoallvEnv(lookup, readFile); err != nil {
+			return nil, err
+		}
+		if traffic.Matrix != nil && min != max {
+			return nil, usagef("-b/--minbytes %d and -e/--maxbytes %d differ: with %s the bytes come from the matrix, not the sweep: give -b and -e the same size",
+				min, max, envMatrixFile)
+		}
+	}
 	c.bench = bench.Options{
 		Coll: coll, Types: f.types.types, Ops: f.ops.ops, Root: f.root.rank,
 		MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
@@ -100,6 +112,7 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
 		Timeout:  time.Duration(f.timeout) * time.Second,
 		ShowAlgo: f.showAlgo == 1,
+		Traffic:  traffic,
 	}
 	c.header = report.Header{
 		Program: program, Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
@@ -110,6 +123,7 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 	c.format = report.Format{
 		Legacy: f.legacy, CPUTime: f.cpuTime == 1, Timestamps: f.timestamps == 1,
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip, Algo: f.showAlgo == 1,
+		AllToAllVSummary: summary,
 	}
 	return c, nil
 }
@@ -222,5 +236,5 @@ func (c *config) checkRanks(nranks int) error {
 	if o.Coll.Rooted && o.Root >= nranks {
 		return usagef("-r/--root %d with %d ranks: want 0..%d, or -1 or all for every rank", o.Root, nranks, nranks-1)
 	}
-	return nil
+	return checkTraffic(o.Traffic, nranks, o.MaxBytes)
 }

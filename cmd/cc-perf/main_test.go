@@ -362,19 +362,6 @@ func TestSymlinkName(t *testing.T) {
 	}
 }
 
-// TestAlltoallvNotImplemented: nccl-tests' alltoallv_perf, however it is
-// reached, says it is not implemented (exit 5) instead of misreading flags.
-func TestAlltoallvNotImplemented(t *testing.T) {
-	for _, args := range [][]string{
-		{"/opt/nccl-tests/build/alltoallv_perf", "-t", "2", "-b", "8", "-e", "8", "-n", "2"},
-		{"alltoallv_perf_mpi", "-b", "8"},
-		{"cc-perf", "alltoallv", "-t", "2"},
-		{"cc-perf", "alltoallv_perf"},
-	} {
-		checkOneLineError(t, runCmd(t, nil, args...), 5, []string{"alltoallv", "not implemented", "alltoall,"})
-	}
-}
-
 // runWith runs args like runCmd, after hook has adjusted the process's env
 // (hostname, readFile).
 func runWith(t *testing.T, hook func(*env), environ []string, args ...string) result {
