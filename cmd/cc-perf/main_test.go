@@ -130,7 +130,7 @@ func TestHelp(t *testing.T) {
 		"-d, --datatype", "-r, --root", "-z, --blocking", "-y, --stream_null", "-T, --timeout", "-G, --cudagraph", "-C, --report_cputime",
 		"-S, --report_timestamps", "-J, --output_file", "-a, --average", "-R, --local_register", "-x, --cta_policy",
 		"-D, --device_implementation", "-V, --device_cta_count", "-M, --memory", "-u, --unalign", "-I, --per_iter_timing",
-		"-K, --per_iter_skip", "-Z, --output_format", "--legacy-format", "Exit status"} {
+		"-K, --per_iter_skip", "-Z, --rccl_output_format", "-X, --rccl_output_file", "--legacy-format", "Exit status"} {
 		if !strings.Contains(r.stdout, flag) {
 			t.Errorf("help does not list %q", flag)
 		}
