@@ -38,11 +38,10 @@ type config struct {
 	bench        bench.Options
 	header       report.Header
 	format       report.Format
-	output       string      // result file, "" for none
-	outputKind   report.Kind // its format
-	ranksPerProc int         // -t x -g
-	memory       bool        // -M
-	minBW        float64     // NCCL_TESTS_MIN_BW
+	outputs      []output // result files
+	ranksPerProc int      // -t x -g
+	memory       bool     // -M
+	minBW        float64  // NCCL_TESTS_MIN_BW
 	minBWSet     bool
 	deviceBase   int        // NCCL_TESTS_DEVICE, -1 when unset
 	split        *splitRule // NCCL_TESTS_SPLIT[_MASK], nil for one group
@@ -51,8 +50,8 @@ type config struct {
 func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
 // config validates the flags for coll, whose header and footer name it
-// program; lookup reads the environment.
-func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (string, bool)) (*config, error) {
+// program; lookup reads the environment, readFile the files it names.
+func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (*config, error) {
 	if err := f.gpuOnly(); err != nil {
 		return nil, err
 	}
@@ -93,6 +92,18 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 	if err := f.outputConfig(c); err != nil {
 		return nil, err
 	}
+	var traffic *bench.Traffic
+	summary := false
+	if coll.Name == "alltoallv" {
+		var err error
+		if traffic, summary, err = alltoallvEnv(lookup, readFile); err != nil {
+			return nil, err
+		}
+		if traffic.Matrix != nil && min != max {
+			return nil, usagef("-b/--minbytes %d and -e/--maxbytes %d differ: with %s the bytes come from the matrix, not the sweep: give -b and -e the same size",
+				min, max, envMatrixFile)
+		}
+	}
 	c.bench = bench.Options{
 		Coll: coll, Types: f.types.types, Ops: f.ops.ops, Root: f.root.rank,
 		MinBytes: min, MaxBytes: max, StepBytes: step, StepFactor: factor,
@@ -101,6 +112,7 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
 		Timeout:  time.Duration(f.timeout) * time.Second,
 		ShowAlgo: f.showAlgo == 1,
+		Traffic:  traffic,
 	}
 	c.header = report.Header{
 		Program: program, Version: Version, NCCLHeaders: NCCLVersionCode, NCCLLibrary: NCCLVersionCode,
@@ -111,6 +123,7 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 	c.format = report.Format{
 		Legacy: f.legacy, CPUTime: f.cpuTime == 1, Timestamps: f.timestamps == 1,
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip, Algo: f.showAlgo == 1,
+		AllToAllVSummary: summary,
 	}
 	return c, nil
 }
@@ -133,6 +146,13 @@ func minBandwidth(s string) (v float64, set bool, err error) {
 		return 0, false, usagef("NCCL_TESTS_MIN_BW=%q: want a bandwidth in GB/s (a number >= 0), or -1 for no check", s)
 	}
 	return v, true, nil
+}
+
+// output is a result file to write.
+type output struct {
+	path string
+	kind report.Kind
+	flag string // the flag that names it, for messages: "-J/--output_file"
 }
 
 // checkSweep rejects a -b -e -i -f sweep that is empty or never ends.
@@ -171,45 +191,73 @@ func (f *flags) gpuOnly() error {
 	case f.devCTA != defaultDeviceCTAs:
 		return gpu("-V/--device_cta_count %d: there are no CTAs on CPUs (and no -D): use %d or leave it unset", f.devCTA, defaultDeviceCTAs)
 	}
-	if f.ctaPolicy != "" && f.outputFormat == "" {
-		if v, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err == nil && v != 0 && v != -1 {
-			return gpu("-x/--cta_policy %s: there are no CTAs on CPUs: use 0 or leave it unset; rccl-tests' -x FILE names the output file of -Z csv|json", f.ctaPolicy)
+	if f.ctaPolicy != "" && f.xFile() == "" {
+		if v, _ := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); v != 0 && v != -1 {
+			return gpu("-x/--cta_policy %s: there are no CTAs on CPUs: use 0 or leave it unset; the old rccl-tests' -x FILE names a result file (-Z csv|json)", f.ctaPolicy)
 		}
 	}
 	return nil
 }
 
-// outputConfig settles -J, -x FILE and -Z.
-func (f *flags) outputConfig(c *config) error {
-	file := f.outputFile
-	if f.ctaPolicy != "" {
-		if _, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err != nil || f.outputFormat != "" {
-			if file != "" && file != f.ctaPolicy {
-				return usagef("two output files: -J %q and -x %q: give one", file, f.ctaPolicy)
-			}
-			file = f.ctaPolicy
-		}
+// xFile is -x's value when it is the old rccl-tests' result file rather
+// than --cta_policy: not an integer, or an integer given with -Z and no -X
+// (a file named 2 is still a file); "" otherwise.
+func (f *flags) xFile() string {
+	if f.ctaPolicy == "" {
+		return ""
 	}
-	switch strings.ToLower(f.outputFormat) {
-	case "":
-		if file == "" {
-			return nil
+	if _, err := strconv.ParseInt(strings.TrimSpace(f.ctaPolicy), 0, 64); err != nil || f.outputFormat != "" && f.rcclOutput == "" {
+		return f.ctaPolicy
+	}
+	return ""
+}
+
+// outputConfig settles the result files: current rccl-tests' -X, in -Z's
+// format (JSON without -Z), and -J (or the old rccl-tests' -x FILE), as
+// nccl-tests JSON or the old rccl-tests CSV, by its extension or, without
+// -X, by -Z.
+func (f *flags) outputConfig(c *config) error {
+	format := strings.ToLower(f.outputFormat)
+	if format != "" && format != "json" && format != "csv" {
+		return usagef("-Z/--rccl_output_format %q: allowed json, csv", f.outputFormat)
+	}
+	file, x := f.outputFile, f.xFile()
+	if x != "" {
+		if file != "" && file != x {
+			return usagef("two output files: -J %q and -x %q: give one", file, x)
 		}
+		file = x
+	}
+	if f.rcclOutput != "" {
+		if f.rcclOutput == file {
+			return usagef("-X/--rccl_output_file and -J/--output_file name the same file %q: give two names, or one flag", file)
+		}
+		kind := report.KindReporterJSON
+		if format == "csv" {
+			kind = report.KindReporterCSV
+		}
+		c.outputs = append(c.outputs, output{f.rcclOutput, kind, "-X/--rccl_output_file"})
+		format = "" // -Z is -X's
+	}
+	switch {
+	case file == "" && format != "":
+		return usagef("-Z/--rccl_output_format %s without a file: give -X FILE (or -J FILE, or the old rccl-tests' -x FILE)", f.outputFormat)
+	case file == "":
+		return nil
+	case format == "json":
+		c.outputs = append(c.outputs, output{file, report.KindJSON, "-J/--output_file"})
+	case format == "csv":
+		c.outputs = append(c.outputs, output{file, report.KindCSV, "-J/--output_file"})
+	default:
 		k, ok := report.KindOf(file)
 		if !ok {
-			return usagef("-J/--output_file %q: the format comes from the extension, want .json or .csv (or give -Z json|csv)", file)
+			hint := " (or give -Z json|csv)"
+			if f.rcclOutput != "" {
+				hint = " (-Z gives -X's format)"
+			}
+			return usagef("-J/--output_file %q: the format comes from the extension, want .json or .csv%s", file, hint)
 		}
-		c.output, c.outputKind = file, k
-	case "json", "csv":
-		if file == "" {
-			return usagef("-Z/--output_format %s without a file: give -J FILE (or rccl-tests' -x FILE)", f.outputFormat)
-		}
-		c.output, c.outputKind = file, report.KindJSON
-		if strings.EqualFold(f.outputFormat, "csv") {
-			c.outputKind = report.KindCSV
-		}
-	default:
-		return usagef("-Z/--output_format %q: allowed json, csv", f.outputFormat)
+		c.outputs = append(c.outputs, output{file, k, "-J/--output_file"})
 	}
 	return nil
 }
@@ -226,5 +274,5 @@ func (c *config) checkRanks(nranks int) error {
 	if o.Coll.Rooted && o.Root >= nranks {
 		return usagef("-r/--root %d with %d ranks: want 0..%d, or -1 or all for every rank", o.Root, nranks, nranks-1)
 	}
-	return nil
+	return checkTraffic(o.Traffic, nranks, o.MaxBytes)
 }

@@ -31,6 +31,7 @@ type flags struct {
 	memory, unalign            int
 	perIter, perIterSkip       int
 	outputFile, outputFormat   string
+	rcclOutput                 string // -X: current rccl-tests' result file
 	legacy                     bool
 	showAlgo                   int // -A, rccl-tests' --output_algo_proto_channels
 }
@@ -196,20 +197,23 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	i(&f.graph, "cudagraph", "G", 0, unlimited, "GPU only (CUDA graph launches): must be 0")
 	i(&f.cpuTime, "report_cputime", "C", 0, 1, "1: head the time column cputime; calls complete before they return here, so it is the same time")
 	i(&f.timestamps, "report_timestamps", "S", 0, 1, "1: end every row with a timestamp")
-	fs.StringVarP(&f.outputFile, "output_file", "J", "", "write results to this file row by row: .json (nccl-tests JSON v3) or .csv (rccl-tests CSV); never overwrites (tries FILE.0, FILE.1, ...)")
+	fs.StringVarP(&f.outputFile, "output_file", "J", "", "write results to this file row by row: .json (nccl-tests JSON v3) or .csv (the old rccl-tests CSV); never overwrites (tries FILE.0, FILE.1, ...)")
 	i(&f.average, "average", "a", 0, 3, "time reported from every rank's: 0 rank 0, 1 mean, 2 min, 3 max")
 	i(&f.localRegister, "local_register", "R", 0, 2, "buffer registration: only 0 here (1 needs runtime registration, 2 is GPU symmetric memory)")
-	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy: 0 or -1, the defaults, are accepted); any other value is rccl-tests' -x FILE, the output file of -Z")
+	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy: 0 or -1, the defaults, are accepted); any other value (or a number with -Z and no -X) is the old rccl-tests' -x FILE, a result file like -J's")
 	i(&f.devImpl, "device_implementation", "D", 0, 1<<20, "GPU only (device-side kernels): must be 0")
 	i(&f.devCTA, "device_cta_count", "V", 1, 128, "GPU only (CTAs of -D): must be 16, the default")
 	i(&f.memory, "memory", "M", 0, 1, "1: report host memory in the footer: what the communicators kept at init (live heap and stacks, shared memory mapped), the buffers, the growth during the collectives")
 	i(&f.unalign, "unalign", "u", 0, 1<<20, "start buffers this many elements past an aligned address")
 	i(&f.perIter, "per_iter_timing", "I", 0, 1, "1: add i_min i_max i_p99 i_cv% columns (per-iteration times, slowest rank)")
 	i(&f.perIterSkip, "per_iter_skip", "K", 0, unlimited, "leave the first K iterations out of the -I statistics")
-	fs.StringVarP(&f.outputFormat, "output_format", "Z", "", "format of the output file: json or csv (rccl-tests); default from its extension")
+	fs.StringVarP(&f.outputFormat, "rccl_output_format", "Z", "", "csv or json: the format of -X's file (json without -Z); without -X, of -J's or -x's file (the old rccl-tests' CSV, or nccl-tests JSON), whose extension says it otherwise")
+	fs.StringVarP(&f.rcclOutput, "rccl_output_file", "X", "", "current rccl-tests' result file, in -Z's format: one record per half row, written row by row; never overwrites (tries FILE.0, FILE.1, ...)")
 	i(&f.showAlgo, "output_algo_proto_channels", "A", 0, 1, "1: add algo proto nchannels columns after the in-place half: how the runtime ran the timed calls (rccl-tests' -A; N/A for collectives made of point-to-point calls)")
 	fs.BoolVar(&f.legacy, "legacy-format", false, "print numbers in the pre-2.17 nccl-tests / rccl-tests style (%6.2f bandwidths, %5g #wrong)")
-	// nccl-tests' other long name of -M.
+	// nccl-tests' other long name of -M, and the old rccl-tests' of -Z.
 	i(&f.memory, "memory_report", "", 0, 1, "same as --memory")
 	_ = fs.MarkHidden("memory_report")
+	fs.StringVar(&f.outputFormat, "output_format", "", "same as --rccl_output_format")
+	_ = fs.MarkHidden("output_format")
 }

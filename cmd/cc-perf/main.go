@@ -1,6 +1,6 @@
 // Command cc-perf is the nccl-tests benchmark suite for cc's runtime: the
 // same subcommands (all_reduce, all_gather, broadcast, reduce_scatter,
-// reduce, alltoall, scatter, gather, sendrecv, hypercube, also spelled
+// reduce, alltoall, alltoallv, scatter, gather, sendrecv, hypercube, also spelled
 // all_reduce_perf ... or reached through a symlink of that name), flags,
 // table, bandwidth formulas, data check and exit statuses, plus JSON and CSV
 // output. Run cc-perf <collective> -h for the flags.

@@ -131,7 +131,7 @@ func TestHelp(t *testing.T) {
 		"-d, --datatype", "-r, --root", "-z, --blocking", "-y, --stream_null", "-T, --timeout", "-G, --cudagraph", "-C, --report_cputime",
 		"-S, --report_timestamps", "-J, --output_file", "-a, --average", "-R, --local_register", "-x, --cta_policy",
 		"-D, --device_implementation", "-V, --device_cta_count", "-M, --memory", "-u, --unalign", "-I, --per_iter_timing",
-		"-K, --per_iter_skip", "-Z, --output_format", "--legacy-format", "Exit status"} {
+		"-K, --per_iter_skip", "-Z, --rccl_output_format", "-X, --rccl_output_file", "--legacy-format", "Exit status"} {
 		if !strings.Contains(r.stdout, flag) {
 			t.Errorf("help does not list %q", flag)
 		}
@@ -360,19 +360,6 @@ func TestSymlinkName(t *testing.T) {
 			!strings.Contains(r.stdout, "# Collective test concluded: "+tt.name+"\n") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", tt.args, r.code, r.stdout, r.stderr)
 		}
-	}
-}
-
-// TestAlltoallvNotImplemented: nccl-tests' alltoallv_perf, however it is
-// reached, says it is not implemented (exit 5) instead of misreading flags.
-func TestAlltoallvNotImplemented(t *testing.T) {
-	for _, args := range [][]string{
-		{"/opt/nccl-tests/build/alltoallv_perf", "-t", "2", "-b", "8", "-e", "8", "-n", "2"},
-		{"alltoallv_perf_mpi", "-b", "8"},
-		{"cc-perf", "alltoallv", "-t", "2"},
-		{"cc-perf", "alltoallv_perf"},
-	} {
-		checkOneLineError(t, runCmd(t, nil, args...), 5, []string{"alltoallv", "not implemented", "alltoall,"})
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -275,36 +274,53 @@ func checkMemory(o bench.Options, perProc int, readFile func(string) ([]byte, er
 
 func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
-// recorder is rank 0's report: the table on stdout and the -J file, each
-// written as the run goes (it is bench's Recorder), then ended by end or
-// by failed.
+// recorder is rank 0's report: the table on stdout and the result files
+// (-J, -X), each written as the run goes (it is bench's Recorder), then
+// ended by end or by failed.
 type recorder struct {
 	text     *report.Text
-	file     report.ResultFile // nil without -J
-	out      *report.Output    // the file under it
+	files    []resultFile
 	closed   bool
 	reduced  bool  // memory lowered -e to maxBytes
 	maxBytes int64 // -e after AgreeMaxBytes
 }
 
-// newRecorder creates the -J file, if any, names it on stdout and starts
-// the table.
+// resultFile is a result file and the writer of its format.
+type resultFile struct {
+	report.ResultFile
+	out *report.Output
+}
+
+// newRecorder creates the result files, if any, names them on stdout and
+// starts the table. A file that cannot be created is an error, and the
+// files created before it are removed.
 func newRecorder(cfg *config, e *env, nranks int, start time.Time) (*recorder, error) {
 	r := &recorder{text: &report.Text{W: e.stdout, Fmt: cfg.format}}
-	if cfg.output != "" {
-		out, err := report.Create(cfg.output)
+	for _, o := range cfg.outputs {
+		out, err := report.Create(o.path)
 		if err != nil {
-			return nil, usagef("-J/--output_file: %v", err)
+			for _, f := range r.files {
+				f.out.Remove()
+			}
+			return nil, usagef("%s: %v", o.flag, err)
 		}
-		r.out = out
+		f := resultFile{out: out}
+		switch o.kind {
+		case report.KindCSV:
+			f.ResultFile = report.NewCSV(out, cfg.bench.Coll.Name, nranks, cfg.header.NGpus)
+		case report.KindReporterCSV, report.KindReporterJSON:
+			f.ResultFile = report.NewReporter(out, o.kind == report.KindReporterCSV, cfg.bench.Coll.TestName, nranks/cfg.ranksPerProc, cfg.ranksPerProc)
+		default:
+			f.ResultFile = report.NewJSON(out, cfg.header, cfg.format, e.args, redact(e.environ), start)
+		}
+		r.files = append(r.files, f)
+	}
+	for i, o := range cfg.outputs {
 		kind := "JSON"
-		if cfg.outputKind == report.KindCSV {
+		if o.kind == report.KindCSV || o.kind == report.KindReporterCSV {
 			kind = "CSV"
-			r.file = report.NewCSV(out, cfg.bench.Coll.Name, nranks, cfg.header.NGpus)
-		} else {
-			r.file = report.NewJSON(out, cfg.header, cfg.format, e.args, redact(e.environ), start)
 		}
-		fmt.Fprintf(e.stdout, "# Writing %s output to %s\n", kind, out.Path)
+		fmt.Fprintf(e.stdout, "# Writing %s output to %s\n", kind, r.files[i].out.Path)
 	}
 	r.text.Start(cfg.header)
 	return r, nil
@@ -317,8 +333,8 @@ func (r *recorder) Begin(ds []bench.Device) {
 		r.text.MaxBytesReduced(r.maxBytes)
 	}
 	r.text.Columns()
-	if r.file != nil {
-		r.file.Devices(ds)
+	for _, f := range r.files {
+		f.Devices(ds)
 	}
 }
 
@@ -328,45 +344,57 @@ func (r *recorder) RowStart(res bench.Result) { r.text.RowStart(res) }
 // RowDone is bench.Recorder's.
 func (r *recorder) RowDone(res bench.Result) {
 	r.text.RowDone(res)
-	if r.file != nil {
-		r.file.Row(res)
+	for _, f := range r.files {
+		f.Row(res)
 	}
 }
 
-// end writes the footer of a finished run and closes the file; the error
+// end writes the footer of a finished run and closes the files; the error
 // is the first write error (exit 2).
 func (r *recorder) end(ft report.Footer) error {
 	r.text.End(ft)
 	var ferr error
-	if r.file != nil {
-		r.file.End(ft, time.Now())
-		ferr = cmp.Or(r.file.Err(), r.close())
+	for _, f := range r.files {
+		f.End(ft, time.Now())
+		if err := f.Err(); err != nil && ferr == nil {
+			ferr = fmt.Errorf("write %s: %w", f.out.Path, err)
+		}
+	}
+	if err := r.close(); err != nil && ferr == nil {
+		ferr = err
 	}
 	if err := r.text.Err(); err != nil {
 		return cli.Errorf(exitSystem, "write the table: %w", err)
 	}
 	if ferr != nil {
-		return cli.Errorf(exitSystem, "write %s: %w", r.out.Path, ferr)
+		return cli.WithCode(exitSystem, ferr)
 	}
 	return nil
 }
 
-// abort ends the table and the file with what stopped the run, one line
+// abort ends the table and the files with what stopped the run, one line
 // per message.
 func (r *recorder) abort(msg []string) {
 	r.text.Abort(strings.Join(msg, "\n"))
-	if r.file != nil {
-		r.file.Abort(msg, time.Now())
+	for _, f := range r.files {
+		f.Abort(msg, time.Now())
 	}
 }
 
-// close closes the file; later calls do nothing.
+// close closes the files; later calls do nothing. The error is the first
+// file's that failed to close, naming it.
 func (r *recorder) close() error {
-	if r.out == nil || r.closed {
+	if r.closed {
 		return nil
 	}
 	r.closed = true
-	return r.out.Close()
+	var first error
+	for _, f := range r.files {
+		if err := f.out.Close(); err != nil && first == nil {
+			first = fmt.Errorf("write %s: %w", f.out.Path, err)
+		}
+	}
+	return first
 }
 
 // redact hides the values of environment variables that look like secrets

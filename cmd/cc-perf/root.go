@@ -59,10 +59,6 @@ func execute(ctx context.Context, e *env) int {
 	if c := collOfProgram(prog); c != nil {
 		argv = append([]string{c.Name}, argv...)
 	}
-	if name := unimplementedOf(prog, argv); name != "" {
-		return cli.Fail(e.stderr, "cc-perf", cli.Errorf(exitNotImplemented,
-			"%s is not implemented (nccl-tests' %s_perf); cc-perf has %s", name, name, collNames()))
-	}
 	cmd := newRoot(e)
 	cmd.SetArgs(argv)
 	return cli.Fail(e.stderr, "cc-perf", cmd.ExecuteContext(ctx))
@@ -81,22 +77,6 @@ func collOfProgram(prog string) *bench.Coll {
 		}
 	}
 	return nil
-}
-
-// unimplemented lists nccl-tests' benchmarks (src/Makefile BIN_FILES_LIST)
-// that cc-perf does not have.
-var unimplemented = []string{"alltoallv"}
-
-// unimplementedOf returns the unimplemented benchmark that the program name
-// (alltoallv_perf, alltoallv_perf_mpi) or the subcommand (alltoallv,
-// alltoallv_perf) asks for, or "".
-func unimplementedOf(prog string, argv []string) string {
-	for _, name := range unimplemented {
-		if isProgramOf(prog, name) || len(argv) > 0 && (argv[0] == name || argv[0] == name+"_perf") {
-			return name
-		}
-	}
-	return ""
 }
 
 // program is what the header and footer call the benchmark of c: the
@@ -172,7 +152,7 @@ func newCollCmd(c *bench.Coll, e *env) *cobra.Command {
 			if err := cli.BindFlags(cmd.Flags(), e.viper, envPrefix); err != nil {
 				return cli.WithCode(exitUsage, err)
 			}
-			cfg, err := f.config(c, e.program(c), e.lookup)
+			cfg, err := f.config(c, e.program(c), e.lookup, e.readFile)
 			if err != nil {
 				return err
 			}
@@ -194,6 +174,22 @@ func onlyFlags(name string) cobra.PositionalArgs {
 	}
 }
 
+// collEnv is the environment only c reads, for its help.
+func collEnv(c *bench.Coll) string {
+	if c.Name != "alltoallv" {
+		return ""
+	}
+	return `
+
+alltoallv's traffic matrix: each rank spreads the swept size over its peers,
+more to farther ranks (NCCL_TESTS_ALLTOALLV_SPREAD=0..1: 0 the same to every
+peer, 1 the default: in proportion to the distance), or the matrix of
+NCCL_TESTS_ALLTOALLV_MATRIX_FILE (bytes, row i what rank i sends each rank;
+scaled by NCCL_TESTS_ALLTOALLV_MATRIX_SCALE; -b and -e equal and at least the
+most bytes a rank sends or receives). NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY=1
+prints every rank's bytes and bandwidth after each row.`
+}
+
 func collLong(c *bench.Coll) string {
 	return fmt.Sprintf(`Benchmark %[1]s like nccl-tests' %[1]s_perf: for each data type (-d), op (-o)
 and root (-r), sweep sizes from -b to -e, timing -n iterations out of place and
@@ -211,12 +207,12 @@ offsets the printed device numbers; NCCL_TESTS_SPLIT="AND|OR|MOD|DIV <n>" or
 NCCL_TESTS_SPLIT_MASK=<hex> split the ranks into groups (color = rank op n, or
 rank & mask) that each run the collective on their own communicator, as
 nccl-tests does; %[2]s_<FLAG> fills a flag not given on the
-command line (%[2]s_ITERS=5, %[2]s_LEGACY_FORMAT=1).
+command line (%[2]s_ITERS=5, %[2]s_LEGACY_FORMAT=1).%[3]s
 
 GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6, saying why, unless
 given nccl-tests' defaults (-y 0 -G 0 -R 0 -D 0 -V 16 -x 0).
 
 Exit status: 0 ok; 2 system error (memory, files); 3 runtime error; 4 timeout
 (-T); 5 not implemented; 6 invalid usage; 7 wrong data or NCCL_TESTS_MIN_BW not
-met; 128+n on signal n.`, c.Name, envPrefix)
+met; 128+n on signal n.`, c.Name, envPrefix, collEnv(c))
 }

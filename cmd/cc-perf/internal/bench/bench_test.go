@@ -54,24 +54,32 @@ func TestCounts(t *testing.T) {
 					case "hypercube":
 						want = Counts{base, base * N, base, base, 0}
 						algBytes, factor = float64(base*(N-1)*elt), 1
+					case "alltoallv":
+						// The default matrix: to distance d, d/(n(n-1)/2)
+						// of count/n x n x elt bytes, aligned down to 16.
+						total, each := base*N*elt, base*N*elt&^15
+						if n > 1 {
+							each = 0
+							for d := int64(1); d < N; d++ {
+								each += d * total / (N * (N - 1) / 2) &^ 15
+							}
+						}
+						want = Counts{each / elt, each / elt, base, 0, 0}
+						algBytes, factor = float64(each), float64(N-1)/float64(N)
 					default:
 						t.Fatalf("no reference for %s", c.Name)
 					}
 					if got := c.Counts(count, elt, n); got != want {
 						t.Errorf("%s n=%d elt=%d count=%d: Counts = %+v, want %+v", c.Name, n, elt, count, got, want)
 					}
-					if got := c.AlgBytes(want.Param, elt, n); got != algBytes {
+					if got := c.AlgBytes(want, elt, n); got != algBytes {
 						t.Errorf("%s n=%d elt=%d count=%d: AlgBytes = %v, want %v", c.Name, n, elt, count, got, algBytes)
 					}
 					if got := c.BusFactor(n); got != factor {
 						t.Errorf("%s n=%d: BusFactor = %v, want %v", c.Name, n, got, factor)
 					}
-					// nccl-tests' factor whatever NCCL_ALGO says: its
-					// all_reduce has no NVLS factor (only pull request #239).
-					for _, algo := range []string{"", "NVLS", "NVLSTREE"} {
-						if alg, bus := c.Bandwidth(want.Param, elt, n, algo, 1e-3); bus != alg*factor {
-							t.Errorf("%s n=%d %q: busbw %v, want algbw %v x %v", c.Name, n, algo, bus, alg, factor)
-						}
+					if alg, bus := c.Bandwidth(want, elt, n, 1e-3); alg != algBytes/1e9/1e-3 || bus != alg*factor {
+						t.Errorf("%s n=%d: algbw %v busbw %v, want %v and x %v", c.Name, n, alg, bus, algBytes/1e9/1e-3, factor)
 					}
 				}
 			}
@@ -81,7 +89,7 @@ func TestCounts(t *testing.T) {
 
 func TestOpColumn(t *testing.T) {
 	want := map[string]string{"all_reduce": "avg", "reduce_scatter": "avg", "reduce": "avg", "sendrecv": "avg",
-		"all_gather": "none", "broadcast": "none", "alltoall": "none", "gather": "none", "scatter": "none", "hypercube": ""}
+		"all_gather": "none", "broadcast": "none", "alltoall": "none", "alltoallv": "none", "gather": "none", "scatter": "none", "hypercube": ""}
 	for _, c := range Collectives {
 		if got := c.OpColumn("avg"); got != want[c.Name] {
 			t.Errorf("%s: OpColumn(avg) = %q, want %q", c.Name, got, want[c.Name])
@@ -334,16 +342,18 @@ func TestRunDetectsCorruption(t *testing.T) {
 	}
 }
 
-// TestInPlaceStagingNotTimed: in-place alltoall and sendrecv send from a
-// staging copy of the receive buffer, made once before the timed loop, not
-// before every call. The fake writes a token unique to (rank, call) into
-// every buffer it has sent; a call that sends a buffer still holding the
-// token of the rank's previous call proves nothing copied into it in
-// between. With one size (one buffer region) and no data check, a rank's
-// only freshly filled sends are the first out-of-place call and the
-// in-place synchronising call, which follows the staging copy.
+// TestInPlaceStagingNotTimed: in-place alltoall, alltoallv and sendrecv
+// send from a staging copy of the receive buffer, made once before the timed
+// loop, not before every call. The fake writes a token unique to (rank,
+// call) into every buffer it has sent; a call that sends a buffer still
+// holding the token of the rank's previous call proves nothing copied into
+// it in between. With one size (one buffer region) and no data check, a
+// rank's only freshly filled sends are the first out-of-place call and the
+// in-place synchronising call, which follows the staging copy. (On 2 ranks
+// alltoallv's default matrix sends everything to the other rank: one Send a
+// call, as in the other two.)
 func TestInPlaceStagingNotTimed(t *testing.T) {
-	for _, name := range []string{"alltoall", "sendrecv"} {
+	for _, name := range []string{"alltoall", "alltoallv", "sendrecv"} {
 		c, _ := Lookup(name)
 		o := smallOptions(c)
 		o.Types, o.Ops, o.MinBytes, o.MaxBytes = []reduce.DataType{reduce.Float32}, []reduce.Op{reduce.Sum}, 256, 256

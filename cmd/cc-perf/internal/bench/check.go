@@ -66,6 +66,11 @@ func (k *rank) initData(seed uint64, inPlace, expect bool) error {
 				g.Fill(exp[j*blk:(j+1)*blk], int(j), me*c.Param)
 			}
 		}
+	case kindAllToAllV:
+		g.Fill(data, k.me, 0) // this rank's parts, packed from the start
+		if expect {
+			k.expectAllToAllV(g, exp)
+		}
 	case kindSendRecv:
 		g.Fill(data, k.me, 0)
 		if expect {

@@ -11,6 +11,9 @@ import (
 // root columns say. Collectives lists them all.
 type Coll struct {
 	Name string // subcommand name, e.g. "all_reduce"; the binary is Name+"_perf"
+	// TestName is nccl-tests' name of the test (struct testColl), which
+	// rccl-tests' result files print: "AllReduce", "AlltoAllv".
+	TestName string
 
 	// Reduces: the benchmark loops over -o ops and prints the op.
 	Reduces bool
@@ -29,9 +32,9 @@ type Coll struct {
 	NoneOp string
 
 	counts func(count, elt, n int64) Counts
-	// algFactor scales the per-call count to the bytes algbw divides by:
-	// algbw = Param x elt x algFactor(n) / 1e9 / seconds.
-	algFactor func(n int64) int64
+	// algBytes is the byte count algbw divides by: algbw = algBytes / 1e9 /
+	// seconds (nccl-tests' *GetBw).
+	algBytes func(c Counts, elt, n int64) int64
 	// busFactor turns algbw into busbw.
 	busFactor func(n int64) float64
 
@@ -64,6 +67,7 @@ const (
 	kindBroadcast
 	kindReduce
 	kindAllToAll
+	kindAllToAllV
 	kindSendRecv
 	kindGather
 	kindScatter
@@ -84,10 +88,21 @@ func perRank(count, elt, n int64) int64 {
 
 func whole(count, elt, n int64) Counts { return Counts{Send: count, Recv: count, Param: count} }
 
+// perCall is the algbw bytes of the collectives whose formula scales the
+// call's count: Param x elt x factor(n).
+func perCall(factor func(n int64) int64) func(c Counts, elt, n int64) int64 {
+	return func(c Counts, elt, n int64) int64 { return c.Param * elt * factor(n) }
+}
+
 func one(int64) int64         { return 1 }
 func all(n int64) int64       { return n }
 func allButOne(n int64) int64 { return n - 1 }
 func unit(int64) float64      { return 1 }
+
+// largerSide is alltoallv's algbw bytes: the most any rank sends or
+// receives, the row's size (the matrix is uneven, the call's count says
+// little).
+func largerSide(c Counts, elt, _ int64) int64 { return c.Bytes(elt) }
 
 // ringFactor is (n-1)/n: each rank moves all but its own share.
 func ringFactor(n int64) float64 { return float64(n-1) / float64(n) }
@@ -95,71 +110,78 @@ func ringFactor(n int64) float64 { return float64(n-1) / float64(n) }
 // Collectives is every benchmark, in nccl-tests' Makefile order.
 var Collectives = []*Coll{
 	{
-		Name: "all_reduce", kind: kindAllReduce, fn: algos.AllReduce, tuned: true, Reduces: true, InPlaceChecked: true,
-		counts: whole, algFactor: one,
+		Name: "all_reduce", TestName: "AllReduce", kind: kindAllReduce, fn: algos.AllReduce, tuned: true, Reduces: true, InPlaceChecked: true,
+		counts: whole, algBytes: perCall(one),
 		// 2(n-1)/n: a reduce-scatter then an all-gather, each moving (n-1)/n.
 		busFactor: func(n int64) float64 { return float64(2*(n-1)) / float64(n) },
 	},
 	{
-		Name: "all_gather", kind: kindAllGather, fn: algos.AllGather, tuned: true, InPlaceChecked: true, NoneOp: "none",
+		Name: "all_gather", TestName: "AllGather", kind: kindAllGather, fn: algos.AllGather, tuned: true, InPlaceChecked: true, NoneOp: "none",
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b, Recv: b * n, Param: b, SendInPlaceOffset: b}
 		},
-		algFactor: all, busFactor: ringFactor,
+		algBytes: perCall(all), busFactor: ringFactor,
 	},
 	{
-		Name: "broadcast", kind: kindBroadcast, fn: algos.Broadcast, tuned: true, Rooted: true, InPlaceChecked: true, NoneOp: "none",
-		counts: whole, algFactor: one, busFactor: unit,
+		Name: "broadcast", TestName: "Broadcast", kind: kindBroadcast, fn: algos.Broadcast, tuned: true, Rooted: true, InPlaceChecked: true, NoneOp: "none",
+		counts: whole, algBytes: perCall(one), busFactor: unit,
 	},
 	{
-		Name: "reduce_scatter", kind: kindReduceScatter, fn: algos.ReduceScatter, tuned: true, Reduces: true, InPlaceChecked: true,
+		Name: "reduce_scatter", TestName: "ReduceScatter", kind: kindReduceScatter, fn: algos.ReduceScatter, tuned: true, Reduces: true, InPlaceChecked: true,
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b * n, Recv: b, Param: b, RecvInPlaceOffset: b}
 		},
-		algFactor: all, busFactor: ringFactor,
+		algBytes: perCall(all), busFactor: ringFactor,
 	},
 	{
-		Name: "reduce", kind: kindReduce, fn: algos.Reduce, tuned: true, Reduces: true, Rooted: true, InPlaceChecked: true,
-		counts: whole, algFactor: one, busFactor: unit,
+		Name: "reduce", TestName: "Reduce", kind: kindReduce, fn: algos.Reduce, tuned: true, Reduces: true, Rooted: true, InPlaceChecked: true,
+		counts: whole, algBytes: perCall(one), busFactor: unit,
 	},
 	{
-		Name: "alltoall", kind: kindAllToAll, NoneOp: "none",
+		Name: "alltoall", TestName: "AlltoAll", kind: kindAllToAll, NoneOp: "none",
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b * n, Recv: b * n, Param: b}
 		},
-		algFactor: all, busFactor: ringFactor,
+		algBytes: perCall(all), busFactor: ringFactor,
 	},
 	{
-		Name: "scatter", kind: kindScatter, Rooted: true, InPlaceChecked: true, NoneOp: "none",
+		// The counts of nccl-tests' default matrix; a run's own matrix is
+		// Options.Traffic's (alltoallv.go).
+		Name: "alltoallv", TestName: "AlltoAllv", kind: kindAllToAllV, NoneOp: "none",
+		counts:   func(count, elt, n int64) Counts { return DefaultTraffic.Counts(count, elt, int(n)) },
+		algBytes: largerSide, busFactor: ringFactor,
+	},
+	{
+		Name: "scatter", TestName: "Scatter", kind: kindScatter, Rooted: true, InPlaceChecked: true, NoneOp: "none",
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b * n, Recv: b, Param: b, RecvInPlaceOffset: b}
 		},
-		algFactor: all, busFactor: ringFactor,
+		algBytes: perCall(all), busFactor: ringFactor,
 	},
 	{
-		Name: "gather", kind: kindGather, Rooted: true, InPlaceChecked: true, NoneOp: "none",
+		Name: "gather", TestName: "Gather", kind: kindGather, Rooted: true, InPlaceChecked: true, NoneOp: "none",
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b, Recv: b * n, Param: b, SendInPlaceOffset: b}
 		},
-		algFactor: all, busFactor: ringFactor,
+		algBytes: perCall(all), busFactor: ringFactor,
 	},
 	{
-		Name: "sendrecv", kind: kindSendRecv, PrintsOp: true,
-		counts: whole, algFactor: one, busFactor: unit,
+		Name: "sendrecv", TestName: "SendRecv", kind: kindSendRecv, PrintsOp: true,
+		counts: whole, algBytes: perCall(one), busFactor: unit,
 	},
 	{
-		Name: "hypercube", kind: kindHyperCube, Pow2: true, InPlaceChecked: true, NoneOp: "",
+		Name: "hypercube", TestName: "HyperCube", kind: kindHyperCube, Pow2: true, InPlaceChecked: true, NoneOp: "",
 		counts: func(count, elt, n int64) Counts {
 			b := perRank(count, elt, n)
 			return Counts{Send: b, Recv: b * n, Param: b, SendInPlaceOffset: b}
 		},
 		// Each rank receives the n-1 other blocks; no further factor.
-		algFactor: allButOne, busFactor: unit,
+		algBytes: perCall(allButOne), busFactor: unit,
 	},
 }
 
@@ -178,9 +200,9 @@ func Lookup(name string) (*Coll, bool) {
 // of elt bytes over n ranks.
 func (c *Coll) Counts(count, elt int64, n int) Counts { return c.counts(count, elt, int64(n)) }
 
-// AlgBytes is the byte count algbw divides by for a call of param elements.
-func (c *Coll) AlgBytes(param, elt int64, n int) float64 {
-	return float64(param * elt * c.algFactor(int64(n)))
+// AlgBytes is the byte count algbw divides by for a call with counts cn.
+func (c *Coll) AlgBytes(cn Counts, elt int64, n int) float64 {
+	return float64(c.algBytes(cn, elt, int64(n)))
 }
 
 // BusFactor is busbw / algbw for n ranks: nccl-tests v2.19.6's factor for
@@ -188,18 +210,18 @@ func (c *Coll) AlgBytes(param, elt int64, n int) float64 {
 // (n-1)/(n+1) NVLS factor of nccl-tests pull request #239 was never merged.)
 func (c *Coll) BusFactor(n int) float64 { return c.busFactor(int64(n)) }
 
-// Bandwidth returns algbw and busbw in GB/s for a call of param elements
-// that took sec seconds. The string argument is unused: busbw does not
-// depend on the algorithm (BusFactor); callers pass "".
-func (c *Coll) Bandwidth(param, elt int64, n int, _ string, sec float64) (algBW, busBW float64) {
-	algBW = c.AlgBytes(param, elt, n) / 1e9 / sec
+// Bandwidth returns algbw and busbw in GB/s for a call with counts cn
+// that took sec seconds. busbw does not depend on the algorithm that ran
+// (BusFactor).
+func (c *Coll) Bandwidth(cn Counts, elt int64, n int, sec float64) (algBW, busBW float64) {
+	algBW = c.AlgBytes(cn, elt, n) / 1e9 / sec
 	return algBW, algBW * c.BusFactor(n)
 }
 
 // Func returns the runtime collective the benchmark's calls are, whose
 // algorithm, protocol and channels the runtime's tuner chooses; false for
-// the benchmarks made of point-to-point calls (alltoall, scatter, gather,
-// sendrecv, hypercube).
+// the benchmarks made of point-to-point calls (alltoall, alltoallv, scatter,
+// gather, sendrecv, hypercube).
 func (c *Coll) Func() (algos.Coll, bool) { return c.fn, c.tuned }
 
 // OpColumn is what the redop column prints when the benchmark runs op.
@@ -208,6 +230,13 @@ func (c *Coll) OpColumn(op string) string {
 		return op
 	}
 	return c.NoneOp
+}
+
+// stages reports whether the in-place calls send from a staging copy of the
+// receive buffer (stageInPlace): the collectives the runtime has no in-place
+// form of.
+func (c *Coll) stages() bool {
+	return c.kind == kindAllToAll || c.kind == kindAllToAllV || c.kind == kindSendRecv
 }
 
 // LoopsOps reports whether the benchmark runs once per -o op.

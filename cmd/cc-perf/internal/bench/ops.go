@@ -12,8 +12,8 @@ import (
 // different memory, up to -e bytes) and by -u elements.
 type bufs struct {
 	send, recv []byte // out-of-place send and receive buffers
-	// stage mirrors recv in the staging buffer of in-place alltoall and
-	// sendrecv (nil for the other collectives).
+	// stage mirrors recv in the staging buffer of in-place alltoall,
+	// alltoallv and sendrecv (nil for the other collectives).
 	stage []byte
 }
 
@@ -33,10 +33,10 @@ func (k *rank) buffers(iter int) bufs {
 
 // stageInPlace copies what the first calls in-place calls find in their
 // receive buffers to the staging buffer they send from: the runtime has no
-// in-place alltoall or sendrecv, so cc-perf sends a copy of the buffer the
-// results replace, as MPI_IN_PLACE implementations do. The copy is made
-// before the calls, outside the timed loop (nccl-tests times the call
-// alone); a call that reuses a region an earlier call of the loop wrote
+// in-place alltoall, alltoallv or sendrecv, so cc-perf sends a copy of the
+// buffer the results replace, as MPI_IN_PLACE implementations do. The copy
+// is made before the calls, outside the timed loop (nccl-tests times the
+// call alone); a call that reuses a region an earlier call of the loop wrote
 // sends the region's content from before the loop, which changes values,
 // not the work. A no-op for the other collectives.
 func (k *rank) stageInPlace(calls int) {
@@ -114,6 +114,11 @@ func (k *rank) startColl(inPlace bool, iter int) error {
 			send = b.stage[:len(recv)] // see stageInPlace
 		}
 		return k.c.AllToAll(send, recv, p, k.dt)
+	case kindAllToAllV:
+		if inPlace {
+			send = b.stage[:len(send)]
+		}
+		return k.allToAllV(send, recv)
 	case kindSendRecv:
 		if inPlace {
 			send = b.stage[:len(recv)]

@@ -35,6 +35,7 @@ type rank struct {
 	root   int
 	elt    int64
 	counts Counts
+	vplan  vplan  // alltoallv: this rank's part of the call
 	config string // Tune: the configuration being measured, for timeouts
 
 	rep     uint64 // check seeds, advanced in step on every rank
@@ -55,13 +56,18 @@ func newRank(c Communicator, o *Options, rec Recorder) (*rank, error) {
 	if err := o.Coll.CheckRanks(k.n); err != nil {
 		return nil, err
 	}
+	if o.Coll.kind == kindAllToAllV {
+		if err := o.traffic().Check(k.n, o.MaxBytes); err != nil {
+			return nil, fmt.Errorf("rank %d: %w", k.me, err)
+		}
+	}
 	pad := int64(o.Unalign) * 8
 	k.send = make([]byte, o.MaxBytes+pad)
 	k.recv = make([]byte, o.MaxBytes+pad)
 	if o.Check > 0 {
 		k.expected = make([]byte, o.MaxBytes)
 	}
-	if o.Coll.kind == kindAllToAll || o.Coll.kind == kindSendRecv {
+	if o.Coll.stages() {
 		k.stage = make([]byte, o.MaxBytes+pad)
 	}
 	k.scratch = make([]byte, 8*max(o.Iters, 1))
@@ -69,14 +75,14 @@ func newRank(c Communicator, o *Options, rec Recorder) (*rank, error) {
 }
 
 // BufferBytes is what Run allocates per rank for o: send and receive buffers,
-// expected values with -c, and a staging copy for in-place alltoall and
-// sendrecv. cc-perf checks it against the memory it may use.
+// expected values with -c, and a staging copy for in-place alltoall,
+// alltoallv and sendrecv. cc-perf checks it against the memory it may use.
 func BufferBytes(o Options) int64 {
 	b := 2 * (o.MaxBytes + int64(o.Unalign)*8)
 	if o.Check > 0 {
 		b += o.MaxBytes
 	}
-	if o.Coll.kind == kindAllToAll || o.Coll.kind == kindSendRecv {
+	if o.Coll.stages() {
 		b += o.MaxBytes + int64(o.Unalign)*8
 	}
 	return b + int64(expectChunk)
@@ -182,7 +188,7 @@ func (k *rank) timeTest(ctx context.Context, dt reduce.DataType, op reduce.Op, r
 	}
 	for cycle := 0; k.o.Cycles == 0 || cycle < k.o.Cycles; cycle++ {
 		Sizes(k.o.MinBytes, k.o.MaxBytes, k.o.StepBytes, k.o.StepFactor, func(size int64) bool {
-			err = k.measureRow(size)
+			err = k.measureRow(size, cycle)
 			return err == nil && ctx.Err() == nil
 		})
 		if err != nil {
@@ -196,7 +202,13 @@ func (k *rank) timeTest(ctx context.Context, dt reduce.DataType, op reduce.Op, r
 }
 
 func (k *rank) setup(size int64) {
-	k.counts = k.coll.Counts(size/k.elt, k.elt, k.n)
+	if k.coll.kind != kindAllToAllV {
+		k.counts = k.coll.Counts(size/k.elt, k.elt, k.n)
+		return
+	}
+	t := k.o.traffic()
+	k.counts = t.Counts(size/k.elt, k.elt, k.n)
+	k.vplan = t.plan(k.counts.Param, k.elt, k.n, k.me)
 }
 
 func (k *rank) phase(what string) string {
@@ -213,7 +225,7 @@ func (k *rank) phase(what string) string {
 	return fmt.Sprintf("%s, %d bytes, %s", s, k.counts.Bytes(k.elt), what)
 }
 
-func (k *rank) measureRow(size int64) error {
+func (k *rank) measureRow(size int64, cycle int) error {
 	k.setup(size)
 	row := Result{
 		Bytes: k.counts.Bytes(k.elt),
@@ -222,6 +234,10 @@ func (k *rank) measureRow(size int64) error {
 		RedOp: k.coll.OpColumn(OpName(k.op)),
 		Root:  k.root,
 		Iters: k.o.Iters,
+		Cycle: cycle,
+	}
+	if k.lead && k.coll.kind == kindAllToAllV {
+		row.Volumes = k.o.traffic().volumes(k.counts.Param, k.elt, k.n)
 	}
 	if k.lead {
 		k.rec.RowStart(row)
@@ -330,7 +346,7 @@ func (k *rank) benchTime(inPlace bool) (h Half, err error) {
 		return h, err
 	}
 	h.TimeUS = sec * 1e6
-	h.AlgBW, h.BusBW = k.coll.Bandwidth(k.counts.Param, k.elt, k.n, "", sec)
+	h.AlgBW, h.BusBW = k.coll.Bandwidth(k.counts, k.elt, k.n, sec)
 	if o.PerIter {
 		if err := k.maxOverRanks(iterSec); err != nil {
 			return h, err

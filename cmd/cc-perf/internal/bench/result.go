@@ -20,7 +20,12 @@ type Result struct {
 	OutOfPlace, InPlace Half
 
 	Iters int       // timed iterations behind each half (-n)
+	Cycle int       // the sweep (-N) the row belongs to, from 0 for each type, op and root
 	Time  time.Time // when the row finished, for -S
+
+	// Volumes is what every rank sent and received: alltoallv only, nil
+	// otherwise.
+	Volumes *Volumes
 }
 
 // Half is one measurement of a row: out of place or in place.

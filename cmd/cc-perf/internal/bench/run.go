@@ -39,6 +39,10 @@ type Options struct {
 	PerIter     bool // -I: per-iteration statistics
 	PerIterSkip int  // -K: leading iterations left out of them
 
+	// Traffic is alltoallv's traffic matrix; nil is nccl-tests' default
+	// (DefaultTraffic). Other collectives ignore it.
+	Traffic *Traffic
+
 	// ShowAlgo is -A: record in each half how the runtime ran its timed
 	// calls (Half.Ran), from communicators that implement Tuned.
 	ShowAlgo bool

@@ -290,7 +290,7 @@ func (k *rank) tuneRow(t Tuned, configs []Config, o *TuneOptions, progress func(
 			row.Best = i
 		}
 	}
-	row.AlgBW, row.BusBW = k.coll.Bandwidth(k.counts.Param, k.elt, k.n, "", row.Fastest().RanUS/1e6)
+	row.AlgBW, row.BusBW = k.coll.Bandwidth(k.counts, k.elt, k.n, row.Fastest().RanUS/1e6)
 	return row, nil
 }
 

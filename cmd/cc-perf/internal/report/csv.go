@@ -9,13 +9,15 @@ import (
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 )
 
-// CSVHeader is the first line of the -Z csv file: rccl-tests' columns, with
-// the "nodes" column its rows carry but its header forgets.
+// CSVHeader is the first line of the -Z csv -x FILE file: the old
+// rccl-tests' columns (ROCm/rccl-tests src/common.cu @c0eac93), with the
+// "nodes" column its rows carry but its header forgets.
 const CSVHeader = "collective, nodes, ranks, rankspernode, gpusperrank, size, type, redop, inplace, time, algbw, busbw, #wrong\n"
 
-// CSV writes the rccl-tests CSV: one line per half row, fields joined with
-// ", ", doubles printed like C++'s std::to_string (%f, so "nan", "inf" and
-// "-inf" when not finite), #wrong "N/A" when not checked. NewCSV writes the
+// CSV writes the old rccl-tests CSV (current rccl-tests' is [Reporter]'s):
+// one line per half row, fields joined with ", ", doubles printed like C++'s
+// std::to_string (%f, so "nan", "inf" and "-inf" when not finite), #wrong
+// "N/A" when not checked. NewCSV writes the
 // header; each Row appends its two lines in one write as the row completes,
 // keeping nothing in memory, so the file holds whole rows whenever the run
 // ends. Write errors are kept and returned by Err.
@@ -62,19 +64,24 @@ func (c *CSV) Devices(ds []bench.Device) {
 func (c *CSV) Row(r bench.Result) {
 	var b strings.Builder
 	for i, h := range []bench.Half{r.OutOfPlace, r.InPlace} {
-		wrong := "N/A"
-		if h.Checked {
-			wrong = strconv.FormatInt(h.Wrong, 10)
-		}
 		fields := []string{
 			c.collective, strconv.Itoa(c.nodes), strconv.Itoa(c.ranks), strconv.Itoa(c.ranksPerNode), strconv.Itoa(c.gpusPerRank),
 			strconv.FormatInt(r.Bytes, 10), r.Type, r.RedOp, strconv.Itoa(i),
-			cDouble(h.TimeUS), cDouble(h.AlgBW), cDouble(h.BusBW), wrong,
+			cDouble(h.TimeUS), cDouble(h.AlgBW), cDouble(h.BusBW), wrongField(h),
 		}
 		b.WriteString(strings.Join(fields, ", "))
 		b.WriteString("\n")
 	}
 	c.write(b.String())
+}
+
+// wrongField is the #wrong of a half in rccl-tests' files: the count, or
+// "N/A" when not checked.
+func wrongField(h bench.Half) string {
+	if !h.Checked {
+		return "N/A"
+	}
+	return strconv.FormatInt(h.Wrong, 10)
 }
 
 // End does nothing: rccl-tests' CSV has no footer.

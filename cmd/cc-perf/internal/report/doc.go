@@ -8,7 +8,10 @@
 //     nccl-tests' getFloatStr; [Format.Legacy] selects the pre-2.17 and
 //     rccl-tests number style instead.
 //   - [JSON]: the nccl-tests JSON document (version 3) of -J.
-//   - [CSV]: the rccl-tests CSV of -Z csv, with a header that matches its rows.
+//   - [CSV]: the old rccl-tests CSV of -Z csv -x FILE, with a header that
+//     matches its rows.
+//   - [Reporter]: current rccl-tests' -X FILE -Z csv|json: CSV or a JSON
+//     array of one record per half row.
 //
 // Files are created by [Output] when the run starts, never replacing an
 // existing file, and written row by row as the run goes: whenever and

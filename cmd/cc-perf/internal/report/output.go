@@ -55,6 +55,13 @@ func (o *Output) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(
 // Close closes the file.
 func (o *Output) Close() error { return o.f.Close() }
 
+// Remove closes and removes the file, for a run that stops before it
+// starts (another file could not be created).
+func (o *Output) Remove() {
+	o.f.Close()
+	os.Remove(o.Path)
+}
+
 // unwrapPath drops the *PathError wrapper and keeps the reason, e.g.
 // "permission denied": the caller names the path.
 func unwrapPath(err error) error {
@@ -82,6 +89,7 @@ type ResultFile interface {
 var (
 	_ ResultFile = (*JSON)(nil)
 	_ ResultFile = (*CSV)(nil)
+	_ ResultFile = (*Reporter)(nil)
 )
 
 // Kind is the format of an output file.
@@ -89,8 +97,10 @@ type Kind int
 
 // The output formats.
 const (
-	KindJSON Kind = iota + 1
-	KindCSV
+	KindJSON         Kind = iota + 1 // nccl-tests' -J JSON document
+	KindCSV                          // the old rccl-tests' CSV (-x FILE -Z csv)
+	KindReporterCSV                  // current rccl-tests' -X FILE -Z csv
+	KindReporterJSON                 // current rccl-tests' -X FILE -Z json
 )
 
 // KindOf infers the format from the file name's extension (.json or .csv,

@@ -74,7 +74,7 @@ func rows(c *bench.Coll, nranks int, typ string, root int) []bench.Result {
 		for i, h := range []*bench.Half{&r.OutOfPlace, &r.InPlace} {
 			us := 9.87 + float64(size)/3000 + float64(i)*0.31
 			h.TimeUS = us
-			h.AlgBW, h.BusBW = c.Bandwidth(cn.Param, elt, nranks, "", us/1e6)
+			h.AlgBW, h.BusBW = c.Bandwidth(cn, elt, nranks, us/1e6)
 			h.Checked = i == 0 || c.InPlaceChecked
 		}
 		out = append(out, r)

@@ -42,6 +42,9 @@ type Format struct {
 	// Algo is -A (rccl-tests' --output_algo_proto_channels): algo, proto
 	// and nchannels columns after the in-place half, before -S's timestamp.
 	Algo bool
+	// AllToAllVSummary is NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY: alltoallv's
+	// per-rank lines after each row (VolumeLines).
+	AllToAllVSummary bool
 }
 
 // Footer is what the lines below the table say.
@@ -203,10 +206,14 @@ func (t *Text) RowStart(r bench.Result) {
 	t.open = true
 }
 
-// RowDone writes the rest of the row started by RowStart.
+// RowDone writes the rest of the row started by RowStart, and the
+// alltoallv summary asked for.
 func (t *Text) RowDone(r bench.Result) {
 	t.print(Body(r, t.Fmt))
 	t.open = false
+	if t.Fmt.AllToAllVSummary && r.Volumes != nil {
+		t.print(VolumeLines(r))
+	}
 }
 
 // Abort ends a started row, if any, and writes msg, what stopped the run,

@@ -56,7 +56,7 @@ func tuneRows() ([]bench.Config, []bench.TuneRow) {
 				r.Best = j
 			}
 		}
-		r.AlgBW, r.BusBW = ar.Bandwidth(r.Count, 4, 2, "", r.Fastest().RanUS/1e6)
+		r.AlgBW, r.BusBW = ar.Bandwidth(bench.Counts{Param: r.Count}, 4, 2, r.Fastest().RanUS/1e6)
 		rows = append(rows, r)
 	}
 	return configs, rows
