@@ -96,8 +96,9 @@ type Spawner interface {
 // to be gone, and sends SIGKILL to the group. So the rank's children and grandchildren
 // (ccrun sh -c ..., Python workers) never outlive the rank or ccrun, unless they leave the
 // process group (setsid, daemons). The rank itself also has Pdeathsig: it gets SIGKILL the
-// moment ccrun dies. Wait returns only once the watcher is gone, that is once the whole
-// group has had its SIGKILL.
+// moment ccrun dies (the only cover in the instant between the rank's start and its
+// watcher's). Wait returns only once the watcher is gone, that is once the whole group has
+// had its SIGKILL.
 type Local struct {
 	// Environ is what local ranks inherit (ccrun's environment); reserved names are dropped.
 	Environ []string
@@ -198,6 +199,7 @@ func (p *localProc) start(spec Spec) (err error) {
 			for _, f := range p.readers {
 				f.Close()
 			}
+			p.copied.Wait()
 			if p.lifeline != nil {
 				p.lifeline.Close()
 			}
