@@ -4,7 +4,7 @@
 // supervises them until the job ends.
 //
 //	rep, err := launch.Run(ctx, launch.Options{
-//		Hosts:     hosts,                               // from launch/hostfile, or LocalHost(np)
+//		Hosts:     hosts,                               // from launch/hostfile, or LocalHost()
 //		Placement: launch.Placement{NP: 8, MapBy: launch.BySlot},
 //		Argv:      []string{"cc-perf", "all_reduce", "-b", "8", "-e", "1G"},
 //		Environ:   os.Environ(),
@@ -18,8 +18,9 @@
 //
 // The pieces, in the order a job uses them:
 //
-//   - Place (pure): ranks onto hosts by slot or by node, N per node, oversubscription
-//     within max_slots; each Slot has its rank, local rank and node rank.
+//   - OneNode and Place (pure): the names of this machine (localhost, its host name, its
+//     addresses) become one host; ranks go onto hosts by slot or by node, N per node,
+//     oversubscription within max_slots; each Slot has its rank, local rank and node rank.
 //   - BaseEnv and RankEnv (pure): NCCL_* and CC_* forwarded from ccrun's environment, -x
 //     and --env, then the rank variables (CC_RANK ... CC_JOB_ID, and the names Open MPI,
 //     PMI and torchrun use). The job secret is never among them: local ranks get
@@ -28,11 +29,17 @@
 //     for local ranks, ccrun's end of each SSH connection for remote ones. Its events say
 //     which ranks joined and which one failed first, and why.
 //   - the supervisor: the first rank that exits non-zero or dies by a signal, a bootstrap
-//     failure, a lost host, a rank that cannot start, the timeout or the context's end
-//     (Ctrl-C) ends the job: SIGTERM to every rank's process group, Grace, SIGKILL, then a
-//     bounded wait for exit statuses. Forwarded signals (SIGUSR1, SIGUSR2) reach every rank.
+//     failure, a lost host, a rank that cannot start, the timeout, the context's end
+//     (Ctrl-C) or a closed output pipe (EPIPE) ends the job: SIGTERM to every rank's
+//     process group, Grace, SIGKILL, then a bounded wait for exit statuses. A signal on
+//     Options.Kill (a second Ctrl-C) skips to SIGKILL at once. Forwarded signals (SIGUSR1,
+//     SIGUSR2) reach every rank.
+//   - Local: every local rank has its own process group and a lifeline watcher in it that
+//     kills the group when the rank has exited or ccrun has died, even by SIGKILL, so no
+//     child or grandchild of a rank outlives it.
 //   - Srun, a Remote for ccrun --launcher srun: inside a Slurm allocation every rank is its
 //     own job step (srun --nodes=1 --ntasks=1 --nodelist=HOST --exact), so Slurm tracks it.
 //   - the Report: every rank's state and the first cause; ExitCode is the first failing
-//     rank's status (128+signal), 110 for a timeout, 130 for an interrupt, 1 otherwise.
+//     rank's status (128+signal), 110 for a timeout, 130 for an interrupt, 141 for a
+//     closed output pipe, 1 otherwise.
 package launch

@@ -2,12 +2,14 @@ package launch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // maxLine is the longest line kept whole; a longer one is cut into pieces of this size,
@@ -44,8 +46,14 @@ type streams struct {
 	opt      Output
 }
 
-func newStreams(o Output) *streams {
-	return &streams{out: &lockedWriter{w: o.Stdout}, err: &lockedWriter{w: o.Stderr}, opt: o}
+// newStreams forwards to o's streams; closed is called (once per stream) when one of them
+// turns out to be a closed pipe.
+func newStreams(o Output, closed func(error)) *streams {
+	return &streams{
+		out: &lockedWriter{w: o.Stdout, name: "stdout", closed: closed},
+		err: &lockedWriter{w: o.Stderr, name: "stderr", closed: closed},
+		opt: o,
+	}
 }
 
 // rankWriters returns the writers for one rank's stdout and stderr; close them when the
@@ -72,10 +80,13 @@ func (s *streams) rankWriters(rank int) (stdout, stderr io.WriteCloser, err erro
 }
 
 // lockedWriter writes whole lines from many ranks without interleaving them. A write error
-// (a closed pipe, say) is remembered and later output dropped, so ranks never block on it.
+// is remembered and later output dropped, so ranks never block on it; a closed pipe (EPIPE:
+// ccrun ... | head) is also reported to closed, which ends the job.
 type lockedWriter struct {
 	mu     sync.Mutex
 	w      io.Writer
+	name   string
+	closed func(error)
 	broken bool
 }
 
@@ -92,6 +103,9 @@ func (l *lockedWriter) writeLine(prefix, line []byte) {
 	}
 	if _, err := l.w.Write(buf); err != nil {
 		l.broken = true
+		if errors.Is(err, syscall.EPIPE) && l.closed != nil {
+			l.closed(fmt.Errorf("nothing reads ccrun's %s any more: %w", l.name, syscall.EPIPE))
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ func TestLineWriterPrefixes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			tt.opt.Stdout = &out
-			w, _, err := newStreams(tt.opt).rankWriters(3)
+			w, _, err := newStreams(tt.opt, nil).rankWriters(3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func TestLineWriterPrefixes(t *testing.T) {
 
 func TestLineWriterStderrTag(t *testing.T) {
 	var out, errb bytes.Buffer
-	_, e, _ := newStreams(Output{Stdout: &out, Stderr: &errb, Tag: true}).rankWriters(12)
+	_, e, _ := newStreams(Output{Stdout: &out, Stderr: &errb, Tag: true}, nil).rankWriters(12)
 	e.Write([]byte("oops\n"))
 	if got, want := errb.String(), "[1,12]<stderr>:oops\n"; got != want {
 		t.Errorf("got %q want %q", got, want)
@@ -53,7 +53,7 @@ func TestLineWriterStderrTag(t *testing.T) {
 
 func TestLineWriterLongLine(t *testing.T) {
 	var out bytes.Buffer
-	w, _, _ := newStreams(Output{Stdout: &out, Label: true}).rankWriters(0)
+	w, _, _ := newStreams(Output{Stdout: &out, Label: true}, nil).rankWriters(0)
 	w.Write(bytes.Repeat([]byte("x"), maxLine+10))
 	w.Write([]byte("\n"))
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -66,7 +66,7 @@ func TestLineWriterLongLine(t *testing.T) {
 // checks every printed line is one rank's line, whole.
 func TestNoInterleaving(t *testing.T) {
 	var out bytes.Buffer
-	s := newStreams(Output{Stdout: &out, Label: true})
+	s := newStreams(Output{Stdout: &out, Label: true}, nil)
 	const ranks, lines = 8, 200
 	var wg sync.WaitGroup
 	for r := range ranks {
@@ -95,7 +95,7 @@ func TestNoInterleaving(t *testing.T) {
 
 func TestOutputDir(t *testing.T) {
 	dir := t.TempDir()
-	o, e, err := newStreams(Output{Dir: dir, Tag: true}).rankWriters(2)
+	o, e, err := newStreams(Output{Dir: dir, Tag: true}, nil).rankWriters(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func (f *failWriter) Write(p []byte) (int, error) {
 
 func TestBrokenOutputDropsQuietly(t *testing.T) {
 	fw := &failWriter{}
-	w, _, _ := newStreams(Output{Stdout: fw}).rankWriters(0)
+	w, _, _ := newStreams(Output{Stdout: fw}, nil).rankWriters(0)
 	for range 3 {
 		if n, err := w.Write([]byte("x\n")); n != 2 || err != nil {
 			t.Fatalf("Write = %d, %v; want 2, nil", n, err)

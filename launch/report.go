@@ -24,8 +24,11 @@ const (
 	CauseStart
 	// CauseTimeout: --timeout expired.
 	CauseTimeout
-	// CauseInterrupt: ccrun was interrupted (Ctrl-C, SIGTERM).
+	// CauseInterrupt: ccrun was interrupted (Ctrl-C, SIGTERM, SIGHUP).
 	CauseInterrupt
+	// CauseOutput: ccrun's stdout or stderr is a pipe whose reader has gone (ccrun ... |
+	// head): the job ends as a program writing there would, by SIGPIPE.
+	CauseOutput
 )
 
 // Cause is the first thing that went wrong.
@@ -77,11 +80,15 @@ type Report struct {
 	// Timeout and AtTimeout: the --timeout value and every rank's state when it expired.
 	Timeout   time.Duration
 	AtTimeout []RankState
+	// KillNow names the signal ("SIGINT") that made ccrun SIGKILL every rank without
+	// waiting for the grace period (Options.Kill), or is "".
+	KillNow string
 }
 
 // ExitCode is ccrun's exit status: 0; the first failing rank's status (its exit code, or
 // 128+signal); 110 (ETIMEDOUT, as Open MPI) for a timeout; 130 for an interrupt (the
-// caller may refine it from Cause.Err); 1 for a lost host or a rank that could not start.
+// caller may refine it from Cause.Err); 141 (128+SIGPIPE) when ccrun's output was closed;
+// 1 for a lost host or a rank that could not start.
 func (r *Report) ExitCode() int {
 	c := r.Cause
 	if c == nil {
@@ -92,6 +99,8 @@ func (r *Report) ExitCode() int {
 		return 110
 	case CauseInterrupt:
 		return 130
+	case CauseOutput:
+		return 128 + int(syscall.SIGPIPE)
 	case CauseExit, CauseAbort:
 		if c.Rank >= 0 && c.Rank < len(r.Ranks) {
 			if st := r.Ranks[c.Rank]; st.Exited && st.Exit.Err == nil && st.Exit.Status() != 0 {
@@ -145,6 +154,11 @@ func (r *Report) WriteSummary(w io.Writer) {
 		r.writeStates(w, r.AtTimeout)
 	case CauseInterrupt:
 		fmt.Fprintf(w, "ccrun was interrupted (%v) and terminated the job.\n", c.Err)
+	case CauseOutput:
+		fmt.Fprintf(w, "ccrun terminated the job: %v.\n", c.Err)
+	}
+	if r.KillNow != "" {
+		fmt.Fprintf(w, "%s during the teardown: every rank was killed at once (SIGKILL).\n", r.KillNow)
 	}
 	switch n := r.killed(c.Rank); {
 	case n > 0 && c.Rank >= 0:
@@ -184,11 +198,19 @@ func (r *Report) ranksOn(host string) string {
 	return strings.Join(ids, ",")
 }
 
-// killed counts ranks other than first that ccrun sent a teardown signal.
+// killed counts the ranks other than first that ended by ccrun's teardown: ccrun sent them
+// a signal and they died of a signal, exited with 128+the signal sent (a shell's way of
+// reporting it), or never reported. A rank that exited with a status of its own, whether
+// or not ccrun had signalled it meanwhile, ended by itself.
 func (r *Report) killed(first int) int {
 	n := 0
 	for _, s := range r.Ranks {
-		if s.Slot.Rank != first && s.Sent != 0 {
+		if s.Slot.Rank == first || s.Sent == 0 {
+			continue
+		}
+		e := s.Exit
+		if !s.Exited || e.Err != nil || e.Signal != 0 ||
+			e.Code == 128+int(syscall.SIGTERM) || e.Code == 128+int(s.Sent) {
 			n++
 		}
 	}

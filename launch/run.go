@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -84,31 +85,72 @@ type Options struct {
 	Preload bool
 	// Forward carries signals to pass on to every rank (SIGUSR1, SIGUSR2).
 	Forward <-chan os.Signal
+	// Kill carries signals that end the job at once: SIGKILL to every rank's process group,
+	// without the grace period, then the usual wait for their exit statuses (ccrun sends the
+	// second Ctrl-C, SIGTERM or SIGHUP here; the first one ends ctx).
+	Kill <-chan os.Signal
 	// MaxParallel bounds rank starts in flight.
 	MaxParallel int
 	// Logf receives ccrun's diagnostics; nil discards them.
 	Logf func(format string, args ...any)
 }
 
-// LocalHost is the host list of a job on this machine only: np slots, or one per CPU.
-func LocalHost(np int) []hostfile.Host {
-	if np <= 0 {
-		np = runtime.NumCPU()
-	}
-	return []hostfile.Host{{Name: "localhost", Slots: np}}
+// LocalHost is the host list of a job on this machine only: one slot per CPU ccrun may
+// run on (runtime.NumCPU: the CPUs of its affinity mask), as mpirun without a hostfile.
+// More ranks need Placement.Oversubscribe.
+func LocalHost() []hostfile.Host {
+	return []hostfile.Host{{Name: "localhost", Slots: runtime.NumCPU()}}
 }
 
-// IsLocalName reports whether host names this machine: localhost, a loopback address, or
-// the machine's host name.
+// IsLocalName reports whether host names this machine: localhost, a loopback address, an
+// address of one of its network interfaces, or its host name (also in short form:
+// node1 for node1.example.com, and the other way round). Names are not resolved.
 func IsLocalName(host string) bool {
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback()
+	if ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); ip != nil {
+		return ip.IsLoopback() || ownAddr(ip)
 	}
 	name, err := os.Hostname()
-	return err == nil && host == name
+	if err != nil || name == "" {
+		return false
+	}
+	short := func(s string) string { return strings.ToLower(strings.SplitN(s, ".", 2)[0]) }
+	return strings.EqualFold(host, name) ||
+		(!strings.Contains(host, ".") || !strings.Contains(name, ".")) && short(host) == short(name)
+}
+
+// ownAddr reports whether ip is an address of one of this machine's interfaces.
+func ownAddr(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// OneNode makes the hosts that name this machine (isLocal) one host, under the first of
+// their names, with their slots added up: -H localhost,$(hostname) is one node of two
+// slots, whose ranks have local ranks 0 and 1, as with mpirun. Other hosts stay as given.
+func OneNode(hosts []hostfile.Host, isLocal func(string) bool) []hostfile.Host {
+	var out []hostfile.Host
+	first := ""
+	for _, h := range hosts {
+		if isLocal(h.Name) {
+			if first == "" {
+				first = h.Name
+			}
+			h.Name = first
+		}
+		out = hostfile.Merge(out, h)
+	}
+	return out
 }
 
 // Run places, starts and supervises a job, and returns its report. An error means nothing
@@ -133,6 +175,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	o.Hosts = OneNode(o.Hosts, o.IsLocal)
 	slots, err := Place(o.Hosts, o.Placement)
 	if err != nil {
 		return nil, err
@@ -204,14 +247,24 @@ func (j *job) prepare(ctx context.Context) error {
 			j.remote = append(j.remote, RemoteHost{Name: s.Host, User: hostInfo[s.Host].User})
 		}
 	}
+	if len(j.local) > 0 && j.o.Wdir != "" {
+		if err := CheckDir(j.o.Wdir); err != nil {
+			return err
+		}
+	}
 	var localPath string
 	if len(j.local) > 0 || j.o.Preload {
-		p, err := exec.LookPath(j.o.Argv[0])
-		if err != nil {
-			if len(j.local) > 0 || !errors.Is(err, exec.ErrNotFound) {
-				return fmt.Errorf("program %q: %w", j.o.Argv[0], err)
-			}
+		var p string
+		var err error
+		if len(j.local) > 0 {
+			p, err = LookProgram(j.o.Argv[0], j.o.Wdir) // as local ranks will find it
+		} else if p, err = exec.LookPath(j.o.Argv[0]); errors.Is(err, exec.ErrNotFound) {
 			return fmt.Errorf("--preload-binary: program %q not found here: %w", j.o.Argv[0], err)
+		} else if err != nil {
+			err = fmt.Errorf("program %q: %w", j.o.Argv[0], err)
+		}
+		if err != nil {
+			return err
 		}
 		if localPath, err = filepath.Abs(p); err != nil {
 			return err
@@ -338,9 +391,15 @@ func (j *job) spawner(host string) Spawner {
 	return j.o.Remote
 }
 
-// signalName is "SIGTERM" for syscall.SIGTERM.
-func signalName(s syscall.Signal) string {
+// SignalName is "SIGTERM" for syscall.SIGTERM.
+func SignalName(s syscall.Signal) string {
 	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
 	case syscall.SIGTERM:
 		return "SIGTERM"
 	case syscall.SIGKILL:

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/internal/proctest"
+	"github.com/seed-760dd1f1/cc/launch/hostfile"
 	"go.uber.org/goleak"
 )
 
@@ -65,8 +67,8 @@ func (s *syncBuffer) waitFor(marker string) <-chan struct{} {
 func localJob(np int, script string) (Options, *syncBuffer, *syncBuffer) {
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	return Options{
-		Hosts:     LocalHost(np),
-		Placement: Placement{NP: np},
+		Hosts:     LocalHost(),
+		Placement: Placement{NP: np, Oversubscribe: true}, // tests run more ranks than CPUs
 		Argv:      []string{"/bin/sh", "-c", script},
 		Environ:   []string{"PATH=" + os.Getenv("PATH"), "NCCL_ALGO=ring", "CC_JOB_SECRET=leak"},
 		Env:       EnvRequest{Forward: DefaultForward},
@@ -76,16 +78,17 @@ func localJob(np int, script string) (Options, *syncBuffer, *syncBuffer) {
 	}, out, errb
 }
 
-// checkGone fails if any rank's process group still exists after Run.
+// checkGone fails if a live process of any rank's process group is left after Run (the
+// group has had its SIGKILL when Run returns; the kernel gets a bounded while to finish).
 func checkGone(t *testing.T, rep *Report) {
 	t.Helper()
 	for _, st := range rep.Ranks {
 		if st.Pid == 0 {
 			continue
 		}
-		if err := syscall.Kill(-st.Pid, 0); !errors.Is(err, syscall.ESRCH) {
+		if left := proctest.WaitNone(func() []int { return proctest.InGroup(st.Pid) }, 10*time.Second); len(left) > 0 {
 			syscall.Kill(-st.Pid, syscall.SIGKILL)
-			t.Errorf("rank %d: process group %d still exists after Run (kill -0: %v)", st.Slot.Rank, st.Pid, err)
+			t.Errorf("rank %d: alive in its process group %d after Run:\n%s", st.Slot.Rank, st.Pid, proctest.Describe(left))
 		}
 	}
 }
@@ -239,7 +242,10 @@ func TestRunBadInput(t *testing.T) {
 	}{
 		{"missing program", func(o *Options) { o.Argv = []string{"no-such-program-ccrun"} },
 			`program "no-such-program-ccrun": exec: "no-such-program-ccrun": executable file not found in $PATH`},
-		{"too many ranks", func(o *Options) { o.Placement.NP = 9; o.Hosts = LocalHost(8) },
+		{"too many ranks", func(o *Options) {
+			o.Placement = Placement{NP: 9}
+			o.Hosts = []hostfile.Host{{Name: "localhost", Slots: 8}}
+		},
 			"9 ranks requested but the 1 hosts have 8 slots: use -np 8 or fewer, add slots, or add --oversubscribe"},
 		{"bad -x", func(o *Options) { o.Env.X = []string{"9X=1"} },
 			`-x "9X=1": bad variable name "9X": want letters, digits and _, not starting with a digit`},

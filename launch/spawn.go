@@ -5,9 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/launch/sshspawn"
 )
 
 // Spec is one rank to start.
@@ -78,23 +86,41 @@ type Spawner interface {
 
 // Local starts ranks on this machine with os/exec, each in its own process group, so that
 // a Ctrl-C at the terminal reaches ccrun alone and ccrun decides what the ranks get.
+//
+// Every local rank has a lifeline, as a remote one has its SSH session: a watcher process
+// (/bin/sh running sshspawn.WatchLifeline), started by ccrun right after the rank in a
+// process group of its own (so no signal ccrun sends the rank's group reaches it), holds
+// the read end of a pipe whose only write end ccrun keeps. The pipe ends when the rank has
+// exited and ccrun closes it, or when ccrun dies, even by SIGKILL (the kernel closes its
+// files); the watcher then sends SIGTERM to the rank's group, waits up to 3 s for the rank
+// to be gone, and sends SIGKILL to the group. So the rank's children and grandchildren
+// (ccrun sh -c ..., Python workers) never outlive the rank or ccrun, unless they leave the
+// process group (setsid, daemons). The rank itself also has Pdeathsig: it gets SIGKILL the
+// moment ccrun dies (the only cover in the instant between the rank's start and its
+// watcher's). Wait returns only once the watcher is gone, that is once the whole group has
+// had its SIGKILL.
 type Local struct {
 	// Environ is what local ranks inherit (ccrun's environment); reserved names are dropped.
 	Environ []string
-	// WaitDelay bounds how long Wait waits for output after the rank exited, in case a
-	// child of the rank that left its process group still holds the pipes (default 2s).
+	// WaitDelay bounds how long Wait waits for output after the rank's process group was
+	// killed, in case a process that left the group still holds the pipes (default 2s).
 	WaitDelay time.Duration
 }
 
+// localWatcher is the lifeline watcher's script: $1 is the rank's process group, stdin
+// the lifeline.
+const localWatcher = `exec 4<&0 </dev/null; g=$1; ` + sshspawn.WatchLifeline
+
 // Start runs spec.Argv. The secret reaches the rank as CC_JOB_SECRET, visible only to the
-// rank's own user in /proc/PID/environ, never on a command line.
+// rank's own user in /proc/PID/environ, never on a command line. A relative program path
+// (./app) is taken relative to spec.Dir, where the rank runs.
 func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("no program to run")
 	}
-	path, err := exec.LookPath(spec.Argv[0])
+	path, err := LookProgram(spec.Argv[0], spec.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("program %q: %w", spec.Argv[0], err)
+		return nil, err
 	}
 	cmd := exec.Command(path, spec.Argv[1:]...)
 	cmd.Args[0] = spec.Argv[0]
@@ -104,21 +130,127 @@ func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 	}
 	cmd.Env = env
 	cmd.Dir = spec.Dir
-	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
 	// Setpgid: own process group. Pdeathsig: if ccrun dies without tearing down (SIGKILL),
-	// the kernel kills the rank; the bootstrap lifeline covers its children.
+	// the kernel kills the rank; its watcher then kills the rest of the group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = l.WaitDelay
-	if cmd.WaitDelay == 0 {
-		cmd.WaitDelay = 2 * time.Second
+	p := &localProc{cmd: cmd, waitDelay: l.WaitDelay}
+	if p.waitDelay == 0 {
+		p.waitDelay = 2 * time.Second
 	}
-	if err := cmd.Start(); err != nil {
+	if err := p.start(spec); err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
-	return &localProc{cmd: cmd}, nil
+	return p, nil
 }
 
-type localProc struct{ cmd *exec.Cmd }
+// LookProgram finds the program a local rank runs: a name without a slash in PATH, a path
+// with one relative to dir (ccrun's directory when dir is empty), as the rank will see it.
+func LookProgram(prog, dir string) (string, error) {
+	look := prog
+	if dir != "" && strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		look = filepath.Join(dir, prog)
+	}
+	path, err := exec.LookPath(look)
+	if err != nil {
+		if look != prog {
+			return "", fmt.Errorf("program %q (in --wdir %s): %w", prog, dir, err)
+		}
+		return "", fmt.Errorf("program %q: %w", prog, err)
+	}
+	return path, nil
+}
+
+// CheckDir checks that dir, the ranks' working directory, is a directory on this machine.
+func CheckDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("--wdir %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--wdir %s: not a directory", dir)
+	}
+	return nil
+}
+
+// localProc is a local rank and its watcher.
+type localProc struct {
+	cmd       *exec.Cmd
+	watcher   *exec.Cmd
+	lifeline  *os.File   // ccrun's end: closing it makes the watcher kill the group
+	readers   []*os.File // ccrun's ends of the rank's stdout and stderr pipes
+	copied    sync.WaitGroup
+	waitDelay time.Duration
+}
+
+// start starts the rank, then its watcher. The rank's output goes through pipes that
+// ccrun reads (a file, as with --output-filename, is handed over as it is), so that Wait
+// can tell the rank's exit from the end of its output.
+func (p *localProc) start(spec Spec) (err error) {
+	var childEnds []*os.File // the rank's (and the watcher's) ends, closed here once passed on
+	defer func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+		if err != nil {
+			for _, f := range p.readers {
+				f.Close()
+			}
+			p.copied.Wait()
+			if p.lifeline != nil {
+				p.lifeline.Close()
+			}
+		}
+	}()
+	if p.cmd.Stdout, err = p.forward(spec.Stdout, &childEnds); err != nil {
+		return err
+	}
+	if p.cmd.Stderr, err = p.forward(spec.Stderr, &childEnds); err != nil {
+		return err
+	}
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	childEnds = append(childEnds, lr)
+	p.lifeline = lw
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	pgid := p.cmd.Process.Pid
+	p.watcher = exec.Command("/bin/sh", "-c", localWatcher, "ccrun-lifeline", strconv.Itoa(pgid))
+	p.watcher.Stdin = lr
+	p.watcher.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.watcher.Start(); err != nil {
+		// No lifeline: do not leave a rank that nothing would clean up after.
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		p.cmd.Wait()
+		return fmt.Errorf("lifeline watcher: %w", err)
+	}
+	return nil
+}
+
+// forward returns what the rank writes a stream to: w itself when it is a file, else the
+// write end of a pipe whose read end is copied to w.
+func (p *localProc) forward(w io.Writer, childEnds *[]*os.File) (io.Writer, error) {
+	if w == nil {
+		return nil, nil // /dev/null
+	}
+	if f, ok := w.(*os.File); ok {
+		return f, nil
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	*childEnds = append(*childEnds, pw)
+	p.readers = append(p.readers, r)
+	p.copied.Go(func() { io.Copy(w, r) })
+	return pw, nil
+}
 
 func (p *localProc) Pid() int { return p.cmd.Process.Pid }
 
@@ -131,8 +263,28 @@ func (p *localProc) Signal(sig syscall.Signal) error {
 	return err
 }
 
+// Wait waits for the rank, closes its lifeline so that the watcher kills what is left of
+// its process group, waits for the watcher, then for the rank's output (at most WaitDelay
+// more, for a process that left the group and still holds the pipes).
 func (p *localProc) Wait() Exit {
 	err := p.cmd.Wait()
+	p.lifeline.Close()
+	p.watcher.Wait()
+	copied := make(chan struct{})
+	go func() {
+		p.copied.Wait()
+		close(copied)
+	}()
+	t := time.NewTimer(p.waitDelay)
+	select {
+	case <-copied:
+	case <-t.C:
+	}
+	t.Stop()
+	for _, r := range p.readers {
+		r.Close() // ends the copies still blocked on an escaped holder of the pipe
+	}
+	<-copied
 	st, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case !ok:
@@ -140,7 +292,6 @@ func (p *localProc) Wait() Exit {
 	case st.Signaled():
 		return Exit{Signal: st.Signal()}
 	default:
-		// ErrWaitDelay (output still held open by a straggler) does not change the status.
 		return Exit{Code: st.ExitStatus()}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +30,7 @@ const (
 	evStartFailed
 	evSkipped // teardown began before the start
 	evExited
+	evOutputClosed // ccrun's stdout or stderr is a closed pipe; err says which
 )
 
 type event struct {
@@ -69,12 +71,12 @@ type supervisor struct {
 func newSupervisor(j *job, root <-chan bootstrap.Event) *supervisor {
 	n := len(j.slots)
 	s := &supervisor{
-		j:        j,
-		rep:      &Report{JobID: j.id, Ranks: make([]RankState, n), Timeout: j.o.Timeout},
-		procs:    make([]Proc, n),
-		events:   make(chan event, 2*n),
-		root:     root,
-		streams:  newStreams(j.o.Output),
+		j:      j,
+		rep:    &Report{JobID: j.id, Ranks: make([]RankState, n), Timeout: j.o.Timeout},
+		procs:  make([]Proc, n),
+		events: make(chan event, 2*n+2), // per rank a start and an exit; per stream one close
+		root:   root,
+
 		stopping: make(chan struct{}),
 		settled:  make([]bool, n),
 		open:     n,
@@ -82,6 +84,7 @@ func newSupervisor(j *job, root <-chan bootstrap.Event) *supervisor {
 	for i, sl := range j.slots {
 		s.rep.Ranks[i].Slot = sl
 	}
+	s.streams = newStreams(j.o.Output, func(err error) { s.events <- event{kind: evOutputClosed, rank: -1, err: err} })
 	return s
 }
 
@@ -116,9 +119,11 @@ func (s *supervisor) run(ctx context.Context) *Report {
 			timeout = nil
 			s.rep.AtTimeout = append([]RankState(nil), s.rep.Ranks...)
 			s.fail(&Cause{Kind: CauseTimeout, Rank: -1, Err: fmt.Errorf("timed out after %v", s.j.o.Timeout)})
+		case sig := <-s.j.o.Kill:
+			s.killNow(ctx, sig)
 		case sig := <-s.j.o.Forward:
 			if ss, ok := sig.(syscall.Signal); ok {
-				s.j.o.Logf("forwarding %s to every rank", signalName(ss))
+				s.j.o.Logf("forwarding %s to every rank", SignalName(ss))
 				s.forwarded = append(s.forwarded, ss)
 				s.signalAll(ss, false)
 			}
@@ -185,6 +190,10 @@ func (s *supervisor) settle(r int) {
 }
 
 func (s *supervisor) handle(ev event) {
+	if ev.kind == evOutputClosed {
+		s.fail(&Cause{Kind: CauseOutput, Rank: -1, Err: ev.err})
+		return
+	}
 	st := &s.rep.Ranks[ev.rank]
 	late := s.settled[ev.rank] // ccrun gave up on this rank earlier
 	switch ev.kind {
@@ -258,11 +267,44 @@ func (s *supervisor) fail(c *Cause) {
 	if s.phase != running {
 		return
 	}
+	s.stopStarts()
 	s.phase = terminating
-	close(s.stopping)
-	s.cancelStart()
+	s.j.o.Logf("ending the job: SIGTERM to every rank, SIGKILL in %v", s.j.o.Grace)
 	s.signalAll(syscall.SIGTERM, true)
 	s.grace = time.NewTimer(s.j.o.Grace)
+}
+
+// stopStarts makes the starts not yet begun skip their rank.
+func (s *supervisor) stopStarts() {
+	close(s.stopping)
+	s.cancelStart()
+}
+
+// killNow ends the job at once on sig (a second Ctrl-C): SIGKILL to every rank now, then
+// the last wait, as after the grace period.
+func (s *supervisor) killNow(ctx context.Context, sig os.Signal) {
+	name := sig.String()
+	if ss, ok := sig.(syscall.Signal); ok {
+		name = SignalName(ss)
+	}
+	if s.rep.Cause == nil {
+		err := context.Cause(ctx)
+		if err == nil {
+			err = fmt.Errorf("%s received", name)
+		}
+		s.rep.Cause = &Cause{Kind: CauseInterrupt, Rank: -1, Err: err}
+	}
+	s.rep.KillNow = name
+	s.j.o.Logf("%s during the teardown: SIGKILL to every rank now", name)
+	switch s.phase {
+	case running:
+		s.stopStarts()
+	case killing:
+		return // SIGKILL already sent; the last wait is running
+	}
+	stopTimer(s.grace)
+	s.grace = nil
+	s.kill()
 }
 
 // kill sends SIGKILL to what is left and starts the last wait.
@@ -305,7 +347,7 @@ func (s *supervisor) signal(r int, sig syscall.Signal, teardown bool) {
 	p, host, logf := s.procs[r], s.rep.Ranks[r].Slot.Host, s.j.o.Logf
 	s.wg.Go(func() {
 		if err := p.Signal(sig); err != nil {
-			logf("rank %d on %s: %s: %v", r, host, signalName(sig), err)
+			logf("rank %d on %s: %s: %v", r, host, SignalName(sig), err)
 		}
 	})
 }

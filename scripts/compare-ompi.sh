@@ -172,8 +172,8 @@ mpirun_cmd() { # np transport
   [ "$2" != tcp ] || c+=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
   printf '%s\n' "${c[@]}"
 }
-ccrun_cmd() { # bindir np transport
-  local c=(env -u NCCL_SHM_DISABLE "$1/ccrun" -np "$2")
+ccrun_cmd() { # bindir np transport; --oversubscribe as Open MPI's: np may exceed the cores
+  local c=(env -u NCCL_SHM_DISABLE "$1/ccrun" --oversubscribe -np "$2")
   [ "$3" != tcp ] || c+=(-x NCCL_SHM_DISABLE=1)
   printf '%s\n' "${c[@]}"
 }

@@ -143,16 +143,17 @@ if [ -z "$bin" ]; then
 fi
 
 # The ranks' command line per configuration; tune's arguments follow.
+# --oversubscribe: the configurations may run more ranks than the machine has CPUs.
 run_cmd() { # config
   case $1 in
-  shm2) printf '%s\n' env -u NCCL_SHM_DISABLE -u CC_HOST_ID "$bin/ccrun" -np 2 "$bin/cc-perf" ;;
-  shm4) printf '%s\n' env -u NCCL_SHM_DISABLE -u CC_HOST_ID "$bin/ccrun" -np 4 "$bin/cc-perf" ;;
+  shm2) printf '%s\n' env -u NCCL_SHM_DISABLE -u CC_HOST_ID "$bin/ccrun" --oversubscribe -np 2 "$bin/cc-perf" ;;
+  shm4) printf '%s\n' env -u NCCL_SHM_DISABLE -u CC_HOST_ID "$bin/ccrun" --oversubscribe -np 4 "$bin/cc-perf" ;;
   # Two host identities on this machine: loopback TCP between the ranks,
   # and the tuner sees two nodes (PAT becomes eligible). $CC_RANK is each
   # rank's, expanded by its own shell.
   tcp2)
     # shellcheck disable=SC2016
-    printf '%s\n' env -u NCCL_SHM_DISABLE "$bin/ccrun" -np 2 /bin/sh -c 'CC_HOST_ID=h$CC_RANK exec "$0" "$@"' "$bin/cc-perf" ;;
+    printf '%s\n' env -u NCCL_SHM_DISABLE "$bin/ccrun" --oversubscribe -np 2 /bin/sh -c 'CC_HOST_ID=h$CC_RANK exec "$0" "$@"' "$bin/cc-perf" ;;
   esac
 }
 

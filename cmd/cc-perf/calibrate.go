@@ -135,7 +135,7 @@ the runtime's constants, i.e. rank 0's CC_TUNE_FILE or the built-in ones),
 so calibrating each class in turn builds one file:
 
   ccrun -np 2 cc-perf calibrate -o cc-tune.json
-  CC_TUNE_FILE=cc-tune.json ccrun -np 4 cc-perf calibrate -o cc-tune.json
+  CC_TUNE_FILE=cc-tune.json ccrun -np 4 --oversubscribe cc-perf calibrate -o cc-tune.json
   CC_TUNE_FILE=cc-tune.json ccrun --hostfile hosts -np 2 cc-perf calibrate -o cc-tune.json
   CC_TUNE_FILE=cc-tune.json ccrun -np 2 cc-perf tune all_reduce --check
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/internal/proctest"
 )
 
 // testbed is the state an up testbed exports (testbed env).
@@ -153,43 +155,21 @@ func (j *job) waitOutput(t *testing.T, re *regexp.Regexp, limit time.Duration) [
 	}
 }
 
-// pidsOf lists the processes whose command line contains marker (every host shares the
-// process table).
-func pidsOf(marker string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// checkNothingLeft fails if a process of the job (its command line holds marker) is still
-// there after limit.
+// checkNothingLeft fails if a process of the job (its command line holds marker; every
+// testbed host shares the process table) is still there after limit.
 func checkNothingLeft(t *testing.T, marker string, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		pids := pidsOf(marker)
-		if len(pids) == 0 {
-			return
+	checkNoneOf(t, func() []int { return proctest.WithCmdline(marker) }, limit)
+}
+
+// checkNoneOf fails if list still names a process after limit, and kills what it names.
+func checkNoneOf(t *testing.T, list func() []int, limit time.Duration) {
+	t.Helper()
+	if left := proctest.WaitNone(list, limit); len(left) > 0 {
+		t.Errorf("left behind after %v:\n%s", limit, proctest.Describe(left))
+		for _, p := range left {
+			syscall.Kill(p, syscall.SIGKILL)
 		}
-		if time.Now().After(deadline) {
-			for _, p := range pids {
-				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-				t.Errorf("left behind: pid %d: %s", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-				syscall.Kill(p, syscall.SIGKILL)
-			}
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -444,7 +424,7 @@ func TestE2ELocalCCPerf(t *testing.T) {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
 	_, perf := binaries(t)
-	j := startCCRun(t, "-np", "4", perf, "all_reduce", "-b", "8", "-e", "1M", "-f", "4", "-c", "1")
+	j := startCCRun(t, "-np", "4", "--oversubscribe", perf, "all_reduce", "-b", "8", "-e", "1M", "-f", "4", "-c", "1")
 	if code := j.wait(t, 5*time.Minute); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, j.err)
 	}
@@ -462,7 +442,7 @@ func TestE2ELocalAlgorithms(t *testing.T) {
 	_, perf := binaries(t)
 	for _, algo := range []string{"tree", "ctring"} {
 		t.Run(algo, func(t *testing.T) {
-			j := startCCRun(t, "-np", "4", "-x", "NCCL_ALGO="+algo, perf, "all_reduce", "-b", "8", "-e", "32M", "-f", "4", "-w", "1", "-n", "2", "-c", "1")
+			j := startCCRun(t, "-np", "4", "--oversubscribe", "-x", "NCCL_ALGO="+algo, perf, "all_reduce", "-b", "8", "-e", "32M", "-f", "4", "-w", "1", "-n", "2", "-c", "1")
 			if code := j.wait(t, 5*time.Minute); code != 0 {
 				t.Fatalf("exit %d; stderr:\n%s", code, j.err)
 			}
@@ -488,7 +468,7 @@ func TestE2ELocalPAT(t *testing.T) {
 		for _, n := range []string{"2", "3", "5", "8"} {
 			for _, coll := range []string{"reduce_scatter", "all_gather"} {
 				t.Run(tr.name+"/n"+n+"/"+coll, func(t *testing.T) {
-					j := startCCRun(t, "-np", n, "-x", "NCCL_ALGO=pat", "-x", "NCCL_PAT_ENABLE="+tr.enable, "/bin/sh", "-c",
+					j := startCCRun(t, "-np", n, "--oversubscribe", "-x", "NCCL_ALGO=pat", "-x", "NCCL_PAT_ENABLE="+tr.enable, "/bin/sh", "-c",
 						"CC_HOST_ID="+tr.hostID+" exec "+perf+" "+coll+" -b 1K -e 1M -f 4 -w 1 -n 2 -c 1")
 					if code := j.wait(t, 5*time.Minute); code != 0 {
 						t.Fatalf("exit %d; stderr:\n%s", code, j.err)

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,7 +76,7 @@ func ccrun(t *testing.T, ctx context.Context, environ []string, args ...string) 
 }
 
 func TestLocalJob(t *testing.T) {
-	code, out, errs := ccrun(t, context.Background(), nil, "-np", "3", "-l", "-x", "A=1",
+	code, out, errs := ccrun(t, context.Background(), nil, "-np", "3", "--oversubscribe", "-l", "-x", "A=1",
 		"/bin/sh", "-c", `echo "$CC_RANK/$CC_NRANKS a=$A"`)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, errs)
@@ -159,6 +162,8 @@ func TestBadInput(t *testing.T) {
 		return p
 	}
 	typo := hf("typo", "localhost slots=2\nlocalhost slot=2\n")
+	cpus := runtime.NumCPU()
+	over := strconv.Itoa(cpus + 1)
 	badCount := hf("badcount", "# hosts\nlocalhost:x\n")
 	emptyHost := hf("empty", ":4\n")
 	two := hf("two", "localhost slots=2\n")
@@ -174,8 +179,10 @@ func TestBadInput(t *testing.T) {
 			"ccrun: " + badCount + `:2: host "localhost:x": bad slot count "x": want an integer from 1 to 1048576`},
 		{"hostfile empty host", []string{"--machinefile", emptyHost, "true"}, 2,
 			"ccrun: " + emptyHost + `:1: empty host name in ":4"`},
-		{"missing hostfile", []string{"--hostfile", filepath.Join(dir, "nope"), "true"}, 1,
-			"ccrun: hostfile: open " + filepath.Join(dir, "nope") + ": no such file or directory"},
+		{"missing hostfile", []string{"--hostfile", filepath.Join(dir, "nope"), "true"}, 2,
+			"ccrun: --hostfile " + filepath.Join(dir, "nope") + ": no such file or directory"},
+		{"missing machinefile", []string{"--machinefile", filepath.Join(dir, "nope"), "true"}, 2,
+			"ccrun: --machinefile " + filepath.Join(dir, "nope") + ": no such file or directory"},
 		{"more ranks than slots", []string{"-np", "3", "--hostfile", two, "true"}, 2,
 			"ccrun: 3 ranks requested but the 1 hosts have 2 slots: use -np 2 or fewer, add slots, or add --oversubscribe"},
 		{"bad -x name", []string{"-x", "1BAD=2", "true"}, 2,
@@ -193,6 +200,16 @@ func TestBadInput(t *testing.T) {
 			`ccrun: program "no-such-program-ccrun": exec: "no-such-program-ccrun": executable file not found in $PATH`},
 		{"both output tags", []string{"--tag-output", "-l", "true"}, 2,
 			"ccrun: --tag-output and -l/--prepend-rank exclude each other: choose one"},
+		{"more ranks than CPUs", []string{"-np", over, "true"}, 2,
+			fmt.Sprintf("ccrun: -np %s is more than the %d CPUs of this machine (one slot each): use -np %d or fewer, add --oversubscribe, or give hosts with -H or --hostfile", over, cpus, cpus)},
+		{"missing --wdir", []string{"--wdir", filepath.Join(dir, "nope"), "true"}, 2,
+			"ccrun: --wdir " + filepath.Join(dir, "nope") + ": no such file or directory"},
+		{"ssh keepalive 0", []string{"--ssh-keepalive", "0s", "true"}, 2, "ccrun: bad --ssh-keepalive 0s: want a positive duration such as 5s"},
+		{"ssh timeout -1s", []string{"--ssh-connect-timeout", "-1s", "true"}, 2, "ccrun: bad --ssh-connect-timeout -1s: want a positive duration such as 5s"},
+		{"ssh keepalive count 0", []string{"--ssh-keepalive-count", "0", "true"}, 2, "ccrun: bad --ssh-keepalive-count 0: want 1 or more"},
+		{"ssh parallel -1", []string{"--ssh-parallel", "-1", "true"}, 2, "ccrun: bad --ssh-parallel -1: want 1 or more"},
+		{"ssh sessions 0", []string{"--ssh-max-sessions", "0", "true"}, 2, "ccrun: bad --ssh-max-sessions 0: want 1 or more"},
+		{"ssh port", []string{"--ssh-port", "70000", "true"}, 2, "ccrun: bad --ssh-port 70000: want 1-65535 (0: the ssh config's Port, else 22)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,6 +219,40 @@ func TestBadInput(t *testing.T) {
 					strings.Join(tt.args, " "), code, errs, out, tt.code, tt.want)
 			}
 		})
+	}
+}
+
+// TestOneMachineOneNode: localhost, the host name and the machine's own address are one
+// node, whose local ranks are numbered across them.
+func TestOneMachineOneNode(t *testing.T) {
+	name, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := []string{"localhost," + name, name + ",127.0.0.1"}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			lists = append(lists, n.IP.String()+",localhost")
+			break
+		}
+	}
+	for _, hosts := range lists {
+		code, out, errs := ccrun(t, context.Background(), nil, "-H", hosts, "/bin/sh", "-c", `echo "$LOCAL_RANK/$LOCAL_WORLD_SIZE node $CC_NODE_RANK"`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		sort.Strings(lines)
+		if d := cmp.Diff([]string{"0/2 node 0", "1/2 node 0"}, lines); code != 0 || d != "" {
+			t.Errorf("-H %s: exit %d, stderr %q, output (-want +got):\n%s", hosts, code, errs, d)
+		}
+	}
+}
+
+// TestOversubscribeThisMachine: more ranks than CPUs run with --oversubscribe.
+func TestOversubscribeThisMachine(t *testing.T) {
+	n := runtime.NumCPU() + 1
+	code, out, errs := ccrun(t, context.Background(), nil, "-np", strconv.Itoa(n), "--oversubscribe", "/bin/echo", "x")
+	if code != 0 || out != strings.Repeat("x\n", n) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d ranks", code, out, errs, n)
 	}
 }
 

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
@@ -69,7 +66,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.IntVarP(&o.PerNode, "npernode", "N", 0, "ranks per host (Open MPI -N/--npernode)")
 	fs.IntVar(&o.PPN, "ppn", 0, "ranks per host (Hydra -ppn); same as --npernode")
 	fs.StringVar(&o.MapBy, "map-by", "slot", "placement: slot (fill each host), node (round-robin), or ppr:N:node")
-	fs.BoolVar(&o.Oversubscribe, "oversubscribe", false, "allow more ranks than slots on a host (never more than max_slots)")
+	fs.BoolVar(&o.Oversubscribe, "oversubscribe", false, "allow more ranks than slots on a host (never more than max_slots); without hosts, more ranks than CPUs")
 	fs.StringArrayVarP(&o.X, "export", "x", nil, "pass VAR (ccrun's value) or VAR=value to every rank; repeatable")
 	fs.StringArrayVar(&o.Env, "env", nil, "pass VAR=value to every rank; repeatable (also -genv VAR value)")
 	fs.StringSliceVar(&o.ForwardPrefix, "forward-prefix", launch.DefaultForward,
@@ -102,12 +99,13 @@ func (o *Options) register(fs *pflag.FlagSet) {
 const long = `ccrun starts PROGRAM as NP ranks on this machine or on hosts reached over SSH,
 forwards their output, and ends the whole job as soon as one rank fails.
 
-  ccrun -np 4 cc-perf all_reduce -b 8 -e 64M -f 2 -c 1
+  ccrun -np 2 cc-perf all_reduce -b 8 -e 64M -f 2 -c 1
   ccrun -np 8 --hostfile hosts -x NCCL_ALGO=ring cc-perf all_reduce -b 8 -e 1G -f 2
   ccrun -H node[01-04]:2 --tag-output ./app --app-flag
 
 Hosts come from -H and --hostfile; with neither, inside a Slurm allocation from
-SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; otherwise the job runs here.
+SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; otherwise the job runs here, one
+slot per CPU (more ranks need --oversubscribe).
 Remote ranks start over SSH, or with --launcher srun as Slurm job steps.
 ccrun's own flags end at PROGRAM: everything after it belongs to PROGRAM.
 
@@ -118,9 +116,15 @@ LOCAL_SIZE, PMI_RANK/PMI_SIZE, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT), plus every NCCL_* and CC_* variable of ccrun's
 environment (see --forward-prefix) and what -x and --env name.
 
+Ctrl-C, SIGTERM or SIGHUP ends the job (SIGTERM to every rank's process group,
+--grace, SIGKILL); a second one SIGKILLs every rank at once. A closed output pipe
+(ccrun ... | head) ends it too. Local ranks and their children die with ccrun,
+even when it is killed with SIGKILL.
+
 Exit status: 0; the first failing rank's exit code (128+N for a signal); 110
-after --timeout; 130 on Ctrl-C (143 on SIGTERM); 2 for bad usage; 1 when a host
-cannot be reached or is lost.`
+after --timeout; 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP); 141 when the
+output pipe was closed; 2 for bad usage; 1 when a host cannot be reached or is
+lost.`
 
 // newRoot builds the cobra command; run is called with the parsed options and program.
 func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context, argv []string) error) *cobra.Command {
@@ -145,13 +149,6 @@ func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context,
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.WithCode(exitUsage, err) })
 	o.register(cmd.Flags())
 	return cmd
-}
-
-// forwardSignals returns a channel of SIGUSR1 and SIGUSR2 for the supervisor to pass on.
-func forwardSignals() (<-chan os.Signal, func()) {
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, syscall.SIGUSR1, syscall.SIGUSR2)
-	return ch, func() { signal.Stop(ch) }
 }
 
 func usagef(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -23,6 +24,8 @@ import (
 
 // run is the whole program (see cli.RunFunc).
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	ctx, kill, stop := trapSignals(ctx)
+	defer stop()
 	var o Options
 	v := cli.NewViper(envPrefix, environ)
 	var cmd *cobra.Command
@@ -38,15 +41,15 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			}
 			o.Timeout = n
 		}
-		return launchJob(ctx, &o, argv, environ, stdout, stderr)
+		return launchJob(ctx, kill, &o, argv, environ, stdout, stderr)
 	})
 	cmd.SetArgs(rewriteArgs(args[1:], cmd.Flags()))
 	return cli.Fail(stderr, "ccrun", cmd.ExecuteContext(ctx))
 }
 
 // launchJob turns the options into a launch.Options, runs the job and maps its outcome to
-// an exit status.
-func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, stderr io.Writer) error {
+// an exit status. kill carries the signals that hurry the teardown (see trapSignals).
+func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, environ []string, stdout, stderr io.Writer) error {
 	lookup := cli.Lookup(environ)
 	logw := &lockedWriter{w: stderr}
 	logf := func(format string, args ...any) {}
@@ -70,6 +73,9 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 	if err := checkLauncher(o, lookup); err != nil {
 		return err
 	}
+	if err := checkSSH(o); err != nil {
+		return err
+	}
 	mapBy, ppr, err := launch.ParseMapBy(o.MapBy)
 	if err != nil {
 		return cli.WithCode(exitUsage, err)
@@ -85,7 +91,15 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 	if err != nil {
 		return err
 	}
+	isLocal := launch.IsLocalName
+	if o.Launcher == launcherSrun {
+		isLocal = func(string) bool { return false } // every rank is a Slurm step
+	}
+	hosts = launch.OneNode(hosts, isLocal) // localhost, the host name, its addresses: one node
 	logf("hosts from %s: %d", source, len(hosts))
+	if err := checkLocal(o, hosts, source, isLocal); err != nil {
+		return err
+	}
 	lo := launch.Options{
 		Hosts:     hosts,
 		Placement: launch.Placement{NP: o.NP, MapBy: mapBy, PerNode: perNode, Oversubscribe: o.Oversubscribe},
@@ -98,6 +112,8 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 		Grace:     o.Grace,
 		RootAddr:  o.RootAddr,
 		Preload:   o.Preload,
+		IsLocal:   isLocal,
+		Kill:      kill,
 		Logf:      logf,
 	}
 	// Input errors are usage errors: check them before touching any host.
@@ -123,7 +139,6 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 	}
 	if o.Launcher == launcherSrun {
 		lo.Remote = &launch.Srun{Environ: environ}
-		lo.IsLocal = func(string) bool { return false } // every rank is a Slurm step
 	} else if needsSSH(hosts) {
 		sp, err := sshspawn.New(sshspawn.Config{
 			User: o.SSHUser, Port: o.SSHPort, Identities: o.SSHIdentity, KnownHosts: o.SSHKnownHosts,
@@ -166,13 +181,18 @@ func launchJob(ctx context.Context, o *Options, argv, environ []string, stdout, 
 func resolveHosts(o *Options, lookup func(string) (string, bool)) ([]hostfile.Host, string, error) {
 	var hosts []hostfile.Host
 	var source string
-	for _, file := range []string{o.Hostfile, o.Machinefile} {
+	for _, hf := range []struct{ flag, file string }{{"--hostfile", o.Hostfile}, {"--machinefile", o.Machinefile}} {
+		file := hf.file
 		if file == "" {
 			continue
 		}
 		f, err := os.Open(file)
 		if err != nil {
-			return nil, "", fmt.Errorf("hostfile: %w", err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, "", usagef("%s %s: %v", hf.flag, file, err)
 		}
 		got, err := hostfile.Parse(file, f)
 		f.Close()
@@ -200,11 +220,57 @@ func resolveHosts(o *Options, lookup func(string) (string, bool)) ([]hostfile.Ho
 		h, err := hostfile.Slurm(nodes, tasks)
 		return h, sourceSlurm, cli.WithCode(exitUsage, err)
 	}
-	return launch.LocalHost(o.NP), "this machine", nil
+	return launch.LocalHost(), sourceLocal, nil
 }
 
-// sourceSlurm names hosts taken from the Slurm allocation.
-const sourceSlurm = "the Slurm allocation"
+// Where the hosts came from, when neither -H nor --hostfile gave them.
+const (
+	sourceSlurm = "the Slurm allocation"
+	sourceLocal = "this machine"
+)
+
+// checkLocal checks what concerns the ranks on this machine before anything starts:
+// without hosts, no more ranks than CPUs unless --oversubscribe (as mpirun); --wdir must
+// exist here.
+func checkLocal(o *Options, hosts []hostfile.Host, source string, isLocal func(string) bool) error {
+	if cpus := slotCount(hosts); source == sourceLocal && o.NP > cpus && !o.Oversubscribe {
+		return usagef("-np %d is more than the %d CPUs of this machine (one slot each): use -np %d or fewer, add --oversubscribe, or give hosts with -H or --hostfile",
+			o.NP, cpus, cpus)
+	}
+	if o.Wdir == "" {
+		return nil
+	}
+	for _, h := range hosts {
+		if isLocal(h.Name) {
+			return cli.WithCode(exitUsage, launch.CheckDir(o.Wdir))
+		}
+	}
+	return nil
+}
+
+// checkSSH refuses SSH settings that cannot work, rather than replacing them with defaults.
+func checkSSH(o *Options) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--ssh-connect-timeout", o.SSHTimeout}, {"--ssh-keepalive", o.SSHKeepalive}} {
+		if d.v <= 0 {
+			return usagef("bad %s %v: want a positive duration such as 5s", d.flag, d.v)
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"--ssh-keepalive-count", o.SSHKeepaliveMax}, {"--ssh-parallel", o.SSHParallel}, {"--ssh-max-sessions", o.SSHMaxSessions}} {
+		if n.v <= 0 {
+			return usagef("bad %s %d: want 1 or more", n.flag, n.v)
+		}
+	}
+	if o.SSHPort < 0 || o.SSHPort > 65535 {
+		return usagef("bad --ssh-port %d: want 1-65535 (0: the ssh config's Port, else 22)", o.SSHPort)
+	}
+	return nil
+}
 
 // The values of --launcher.
 const (
@@ -277,11 +343,8 @@ func writeMap(w io.Writer, slots []launch.Slot) {
 
 // signalName is "SIGINT" for os.Interrupt.
 func signalName(s os.Signal) string {
-	switch s {
-	case os.Interrupt:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
+	if ss, ok := s.(syscall.Signal); ok {
+		return launch.SignalName(ss)
 	}
 	return s.String()
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/internal/proctest"
 )
 
 // needSlurm returns the testbed when its Slurm cluster runs, or skips.
@@ -37,8 +39,18 @@ func needSlurm(t *testing.T) *testbed {
 // cleanup kills it if it is still running.
 func startCmd(t *testing.T, name string, args ...string) *job {
 	t.Helper()
-	j := &job{cmd: exec.Command(name, args...), out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
-	j.cmd.Stdout, j.cmd.Stderr = j.out, j.err
+	return startJob(t, exec.Command(name, args...))
+}
+
+// startJob starts cmd, its output collected in the job unless cmd.Stdout is already set;
+// the test's cleanup kills it if it is still running.
+func startJob(t *testing.T, cmd *exec.Cmd) *job {
+	t.Helper()
+	j := &job{cmd: cmd, out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
+	if j.cmd.Stdout == nil {
+		j.cmd.Stdout = j.out
+	}
+	j.cmd.Stderr = j.err
 	if err := j.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +63,7 @@ func startCmd(t *testing.T, name string, args ...string) *job {
 		j.cmd.Process.Kill()
 		<-j.done
 	})
-	t.Logf("%s %s", name, strings.Join(args, " "))
+	t.Logf("%s", strings.Join(cmd.Args, " "))
 	return j
 }
 
@@ -185,7 +197,7 @@ func TestE2ESlurmScancel(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := len(pidsOf(perf)); n < 8 {
+	if n := len(proctest.WithCmdline(perf)); n < 8 {
 		t.Fatalf("%d cc-perf processes running, want 8 before scancel", n)
 	}
 	if b, err := exec.Command("scancel", id).CombinedOutput(); err != nil {

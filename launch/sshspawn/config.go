@@ -30,7 +30,8 @@ type Config struct {
 	// AcceptNew records the key of a host seen for the first time in the first known_hosts
 	// file instead of refusing it (--ssh-accept-new). A changed key is always refused.
 	AcceptNew bool
-	// ConnectTimeout bounds the TCP connect plus the SSH handshake of one host.
+	// ConnectTimeout bounds the TCP connect plus the SSH handshake of one host. This field
+	// and the four after it take their Default value when 0; a negative one is an error.
 	ConnectTimeout time.Duration
 	// KeepaliveInterval and KeepaliveCountMax: a connection that leaves KeepaliveCountMax
 	// keepalives in a row unanswered, one every KeepaliveInterval, is declared lost.

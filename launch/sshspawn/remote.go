@@ -17,11 +17,12 @@ import (
 //  1. reads the job secret, one line, from the session's stdin, writes it to a fresh 0600
 //     file (mktemp), opens it as fd 3 and deletes it: the rank reads CC_JOB_SECRET_FILE=
 //     /dev/fd/3, and the secret never appears in argv, in the environment or on disk;
-//  2. keeps the rest of stdin as the lifeline: a background watcher, in the rank's process
-//     group and deaf to SIGTERM, waits for stdin to end. That happens when ccrun closes it
-//     or when the SSH connection goes away (ccrun killed, its host gone); the watcher then
-//     sends SIGTERM to the group, waits up to 3 s for the rank to go, and sends SIGKILL to
-//     the group (itself included). When the rank has already exited it just cleans up
+//  2. keeps the rest of stdin as the lifeline: a background watcher (WatchLifeline), in the
+//     rank's process group and deaf to the signals ccrun sends or forwards to it (from its
+//     birth: it is forked with them ignored, and the shell restores them before the exec),
+//     waits for stdin to end. That happens when ccrun closes it or when the SSH connection goes away
+//     (ccrun killed, its host gone); the watcher then sends SIGTERM to the group, waits up
+//     to 3 s for the rank to go, and sends SIGKILL to the group (itself included). When the rank has already exited it just cleans up
 //     strays. The program's own stdin is /dev/null;
 //  3. prints "ccrun-pid PID" as the first line of stdout: sshd made the shell a session
 //     leader, so PID is also the process group ccrun kills with `kill -SIG -PID` from a
@@ -33,7 +34,9 @@ import (
 //
 // It contains no single quote, so it can be quoted with single quotes for the login shell.
 const rankScript = SecretPrelude + `exec 4<&0 </dev/null
-{ trap "" TERM INT HUP; cat <&4; kill -TERM -$$; i=0; while kill -0 $$ && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$$; } >/dev/null 2>&1 3<&- &
+trap "" ` + watcherDeafTo + `
+{ g=$$; ` + WatchLifeline + `; } >/dev/null 2>&1 3<&- &
+trap - ` + watcherDeafTo + `
 exec 4<&-
 printf "ccrun-pid %s\n" $$
 ` + EnterDir + `n=$3; shift 3
@@ -54,12 +57,23 @@ printf "%s\n" "$s" >"$f" && exec 3<"$f"; rm -f "$f"; unset s f
 	EnterDir = `h=$(uname -n 2>/dev/null)
 if [ -n "$1" ] && ! cd "$1" 2>/dev/null && [ "$2" != 1 ]; then echo "ccrun: cannot enter directory $1 on host $h" >&2; exit 126; fi
 `
+	// WatchLifeline waits for fd 4 to end, then sends SIGTERM to process group $g, waits
+	// up to 3 s for process $g to be gone and sends SIGKILL to the group. It is deaf to
+	// every signal ccrun sends or forwards to the group (SIGKILL aside), so only the end of
+	// the lifeline, or ccrun's SIGKILL, ends it. It reads with the shell's own read, not
+	// cat: no child of its own that a SIGKILL to the group would leave to init to reap.
+	// Shared by the remote and the local ranks.
+	WatchLifeline = `trap "" ` + watcherDeafTo + `; while read -r _ <&4; do :; done; kill -TERM -$g; i=0; while kill -0 $g && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$g`
 	// ExecProgram points the rank at the secret and execs "$@", or exits 127
 	// naming the host when the program does not exist there.
 	ExecProgram = `export CC_JOB_SECRET_FILE=/dev/fd/3
 command -v "$1" >/dev/null 2>&1 || { echo "ccrun: program $1 not found on host $h (PATH=$PATH)" >&2; exit 127; }
 exec "$@"`
 )
+
+// watcherDeafTo lists the signals ccrun sends or forwards to a rank's process group: the
+// lifeline watcher ignores them.
+const watcherDeafTo = "TERM INT HUP USR1 USR2"
 
 // pidPrefix starts the first line the script prints.
 const pidPrefix = "ccrun-pid "

@@ -160,8 +160,17 @@ func TestRankScriptDir(t *testing.T) {
 // TestRankScriptLifeline closes the rank's stdin, as a vanished ccrun or SSH connection
 // does, and checks that the whole process group, children included, goes away.
 func TestRankScriptLifeline(t *testing.T) {
-	r := startLocalRank(t, Command{Argv: []string{"/bin/sh", "-c", "sleep 30 & sleep 30; wait"}, Secret: "s"})
+	r := startLocalRank(t, Command{Argv: []string{"/bin/sh", "-c", `trap "" USR1 USR2; echo ready; sleep 30 & sleep 30; wait`}, Secret: "s"})
 	pid := r.pid(t)
+	if line, err := r.stdout.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("rank said %q, %v; want ready", line, err)
+	}
+	// Forwarded signals reach the whole group; the watcher must outlive them.
+	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2} {
+		if err := syscall.Kill(-pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r.stdin.Close()
 	_, _ = r.wait()
 	if r.cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {

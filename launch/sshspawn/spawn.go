@@ -79,19 +79,23 @@ func New(cfg Config) (*Spawner, error) {
 			cfg.LocalUser = os.Getenv("USER")
 		}
 	}
-	if cfg.ConnectTimeout <= 0 {
+	if cfg.ConnectTimeout < 0 || cfg.KeepaliveInterval < 0 || cfg.KeepaliveCountMax < 0 || cfg.MaxParallel < 0 || cfg.MaxSessions < 0 {
+		return nil, fmt.Errorf("negative SSH setting (connect timeout %v, keepalive %v x %d, parallel %d, sessions %d): want 0 (the default) or more",
+			cfg.ConnectTimeout, cfg.KeepaliveInterval, cfg.KeepaliveCountMax, cfg.MaxParallel, cfg.MaxSessions)
+	}
+	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
-	if cfg.KeepaliveInterval <= 0 {
+	if cfg.KeepaliveInterval == 0 {
 		cfg.KeepaliveInterval = DefaultKeepaliveInterval
 	}
-	if cfg.KeepaliveCountMax <= 0 {
+	if cfg.KeepaliveCountMax == 0 {
 		cfg.KeepaliveCountMax = DefaultKeepaliveCountMax
 	}
-	if cfg.MaxParallel <= 0 {
+	if cfg.MaxParallel == 0 {
 		cfg.MaxParallel = DefaultMaxParallel
 	}
-	if cfg.MaxSessions <= 0 {
+	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
 	if cfg.Port < 0 || cfg.Port > 65535 {
