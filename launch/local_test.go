@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-760dd1f1/cc/internal/proctest"
+	"github.com/seed-760dd1f1/cc/launch/proctest"
 	"github.com/seed-760dd1f1/cc/launch/hostfile"
 )
 

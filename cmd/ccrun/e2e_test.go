@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-760dd1f1/cc/internal/proctest"
+	"github.com/seed-760dd1f1/cc/launch/proctest"
 )
 
 // testbed is the state an up testbed exports (testbed env).

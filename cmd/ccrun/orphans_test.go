@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-760dd1f1/cc/internal/proctest"
+	"github.com/seed-760dd1f1/cc/launch/proctest"
 )
 
 // markedJob starts the ccrun binary with a unique marker in its environment and returns

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-760dd1f1/cc/internal/proctest"
+	"github.com/seed-760dd1f1/cc/launch/proctest"
 )
 
 // needSlurm returns the testbed when its Slurm cluster runs, or skips.
