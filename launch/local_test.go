@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-760dd1f1/cc/launch/proctest"
 	"github.com/seed-760dd1f1/cc/launch/hostfile"
+	"github.com/seed-760dd1f1/cc/launch/proctest"
 )
 
 // markedJob is localJob with a marker in every rank's inherited environment.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-760dd1f1/cc/launch/proctest"
 	"github.com/seed-760dd1f1/cc/launch/hostfile"
+	"github.com/seed-760dd1f1/cc/launch/proctest"
 	"go.uber.org/goleak"
 )
 
