@@ -1,7 +1,7 @@
 package main
 
 // End-to-end tests: the real ccrun and cc-perf binaries against the SSH testbed (four hosts
-// tb1..tb4 in network namespaces, ../shared/testbed). They skip unless TESTBED_DIR names an
+// tb1..tb4 in network namespaces, scripts/testbed.sh). They skip unless TESTBED_DIR names an
 // up testbed and the test runs as root; scripts/testbed.sh run-e2e brings one up and runs them.
 
 import (
@@ -47,7 +47,7 @@ func needTestbed(t *testing.T) *testbed {
 		tool: os.Getenv("TESTBED_TOOL"), addrs: strings.Split(os.Getenv("TESTBED_HOSTS"), ","),
 	}
 	if tb.tool == "" {
-		tb.tool, _ = filepath.Abs("../../../shared/testbed/testbed")
+		tb.tool, _ = filepath.Abs("../../scripts/testbed.sh")
 	}
 	// TESTBED_DIR says a testbed is meant to be up: from here on a broken
 	// one fails the test rather than skipping it, so CI cannot pass without
