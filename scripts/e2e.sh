@@ -1,5 +1,5 @@
 #!/bin/sh
-# e2e.sh: the launcher's end-to-end checks as CI runs them (root, openssh-server, iproute2):
+# e2e.sh: the launcher's end-to-end checks as CI runs them (as root; scripts/testbed.sh install):
 # unit tests of the launcher packages, then the testbed tests with the real binaries.
 #
 #   scripts/e2e.sh            everything

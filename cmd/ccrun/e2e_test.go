@@ -1,8 +1,8 @@
 package main
 
 // End-to-end tests: the real ccrun and cc-perf binaries against the SSH testbed (four hosts
-// in network namespaces, ../shared/testbed). They skip unless TESTBED_DIR names an up
-// testbed and the test runs as root; scripts/testbed.sh run-e2e brings one up and runs them.
+// tb1..tb4 in network namespaces, scripts/testbed.sh). They skip unless TESTBED_DIR names an
+// up testbed and the test runs as root; scripts/testbed.sh run-e2e brings one up and runs them.
 
 import (
 	"bufio"
@@ -22,10 +22,14 @@ import (
 	"github.com/seed-760dd1f1/cc/launch/proctest"
 )
 
-// testbed is the state an up testbed exports (testbed env).
+// testbed is the state an up testbed exports (scripts/testbed.sh env).
 type testbed struct {
 	dir, hostfile, sshConfig, knownHosts, key, tool string
+	addrs                                           []string // addrs[k-1] is host tbk's address
 }
+
+// addr is host tbk's address.
+func (tb *testbed) addr(k int) string { return tb.addrs[k-1] }
 
 func needTestbed(t *testing.T) *testbed {
 	t.Helper()
@@ -42,10 +46,10 @@ func needTestbed(t *testing.T) *testbed {
 	tb := &testbed{
 		dir: dir, hostfile: filepath.Join(dir, "hostfile"), sshConfig: filepath.Join(dir, "ssh_config"),
 		knownHosts: filepath.Join(dir, "known_hosts"), key: filepath.Join(dir, "id_ed25519"),
-		tool: os.Getenv("TESTBED_TOOL"),
+		tool: os.Getenv("TESTBED_TOOL"), addrs: strings.Split(os.Getenv("TESTBED_HOSTS"), ","),
 	}
 	if tb.tool == "" {
-		tb.tool, _ = filepath.Abs("../../../shared/testbed/testbed")
+		tb.tool, _ = filepath.Abs("../../scripts/testbed.sh")
 	}
 	// TESTBED_DIR says a testbed is meant to be up: from here on a broken
 	// one fails the test rather than skipping it, so CI cannot pass without
@@ -54,6 +58,9 @@ func needTestbed(t *testing.T) *testbed {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("TESTBED_DIR=%s but the testbed is not up (%v): run scripts/testbed.sh up", dir, err)
 		}
+	}
+	if len(tb.addrs) < 4 {
+		t.Fatalf("TESTBED_HOSTS=%q: the end-to-end tests need 4 hosts or more (scripts/testbed.sh up 4)", os.Getenv("TESTBED_HOSTS"))
 	}
 	if out, err := exec.Command(tb.tool, "status").CombinedOutput(); err != nil {
 		t.Fatalf("TESTBED_DIR=%s but `%s status` failed: %v: %s", dir, tb.tool, err, out)
@@ -267,7 +274,7 @@ func TestE2EKillRemoteRank(t *testing.T) {
 	if code == 0 {
 		t.Errorf("exit 0 after a rank was killed")
 	}
-	for _, want := range []string{fmt.Sprintf("rank 5 with PID %d on host 10.251.0.3 exited on\nsignal 9 (killed)", pid)} {
+	for _, want := range []string{fmt.Sprintf("rank 5 with PID %d on host %s exited on\nsignal 9 (killed)", pid, tb.addr(3))} {
 		if !strings.Contains(j.err.String(), want) {
 			t.Errorf("stderr lacks %q", want)
 		}
@@ -314,8 +321,8 @@ func TestE2ECutHost(t *testing.T) {
 	if code == 0 {
 		t.Errorf("exit 0 after a host was cut off")
 	}
-	if !strings.Contains(j.err.String(), "lost the SSH connection to host 10.251.0.3") {
-		t.Errorf("stderr does not name the lost host 10.251.0.3")
+	if !strings.Contains(j.err.String(), "lost the SSH connection to host "+tb.addr(3)) {
+		t.Errorf("stderr does not name the lost host %s", tb.addr(3))
 	}
 	// Ranks on the other hosts are gone at once; those on tb3 go once it is reachable again
 	// (their bootstrap lifeline breaks, then sshd ends their session and its watcher).
@@ -340,7 +347,7 @@ func TestE2EWrongHostKey(t *testing.T) {
 	}
 	for _, l := range lines {
 		if strings.HasPrefix(l, "tb2,") {
-			l = "tb2,10.251.0.2 " + tb1Key
+			l = "tb2," + tb.addr(2) + " " + tb1Key
 		}
 		bad = append(bad, l)
 	}
@@ -350,10 +357,11 @@ func TestE2EWrongHostKey(t *testing.T) {
 	code := j.wait(t, time.Minute)
 	msg := strings.TrimSpace(j.err.String())
 	t.Logf("exit %d: %s", code, msg)
+	a2 := tb.addr(2)
 	if code != 1 || strings.Count(msg, "\n") != 0 ||
-		!strings.HasPrefix(msg, "ccrun: host 10.251.0.2: host key of 10.251.0.2:22 does not match "+badFile+":2") ||
-		!strings.Contains(msg, "ssh-keygen -R '10.251.0.2' -f "+badFile) {
-		t.Errorf("want one line naming host 10.251.0.2, the file and the ssh-keygen fix")
+		!strings.HasPrefix(msg, "ccrun: host "+a2+": host key of "+a2+":22 does not match "+badFile+":2") ||
+		!strings.Contains(msg, "ssh-keygen -R '"+a2+"' -f "+badFile) {
+		t.Errorf("want one line naming host %s, the file and the ssh-keygen fix", a2)
 	}
 }
 
@@ -366,13 +374,13 @@ func TestE2ESetupErrors(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"refused port", []string{"--ssh-config", tb.sshConfig, "-np", "2", "-H", "10.251.0.1:2", "--ssh-port", "2222", "/bin/true"}, nil,
-			"ccrun: host 10.251.0.1: dial tcp 10.251.0.1:2222: connect: connection refused"},
+		{"refused port", []string{"--ssh-config", tb.sshConfig, "-np", "2", "-H", tb.addr(1) + ":2", "--ssh-port", "2222", "/bin/true"}, nil,
+			"ccrun: host " + tb.addr(1) + ": dial tcp " + tb.addr(1) + ":2222: connect: connection refused"},
 		{"unknown host", []string{"-np", "1", "-H", "no-such-host.invalid", "--ssh-config", tb.sshConfig, "-i", tb.key,
 			"--ssh-known-hosts", tb.knownHosts, "/bin/true"}, nil, "ccrun: host no-such-host.invalid: dial tcp: lookup no-such-host.invalid"},
-		{"no usable key", []string{"-np", "1", "-H", "10.251.0.1", "--ssh-config", "none", "--ssh-user", "root",
+		{"no usable key", []string{"-np", "1", "-H", tb.addr(1), "--ssh-config", "none", "--ssh-user", "root",
 			"--ssh-known-hosts", tb.knownHosts, "/bin/true"}, []string{"HOME=" + home, "SSH_AUTH_SOCK="},
-			"ccrun: no usable SSH key for root@10.251.0.1: no ssh-agent (SSH_AUTH_SOCK unset)"},
+			"ccrun: no usable SSH key for root@" + tb.addr(1) + ": no ssh-agent (SSH_AUTH_SOCK unset)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -390,7 +398,7 @@ func TestE2ESetupErrors(t *testing.T) {
 
 func TestE2EProgramMissingRemotely(t *testing.T) {
 	tb := needTestbed(t)
-	j := startCCRun(t, "--ssh-config", tb.sshConfig, "-np", "2", "-H", "10.251.0.3:2", "no-such-program-ccrun")
+	j := startCCRun(t, "--ssh-config", tb.sshConfig, "-np", "2", "-H", tb.addr(3)+":2", "no-such-program-ccrun")
 	code := j.wait(t, time.Minute)
 	if code != 127 || !strings.Contains(j.err.String(), "ccrun: program no-such-program-ccrun not found on host tb3") ||
 		!strings.Contains(j.err.String(), "Exit code:  127 (the program was not found on that host)") {
@@ -404,8 +412,8 @@ func TestE2ERankExitCodeAndPreload(t *testing.T) {
 	os.WriteFile(script, []byte("#!/bin/sh\necho \"$CC_RANK $0\"\n[ \"$CC_RANK\" = 6 ] && exit 4\nexec sleep 60\n"), 0o755)
 	j := startCCRun(t, tb.args("-np", "8", "--preload-binary", script)...)
 	code := j.wait(t, time.Minute)
-	if code != 4 || !strings.Contains(j.err.String(), "Rank:       6\n  Host:       10.251.0.4") {
-		t.Errorf("exit %d, stderr:\n%s\nwant 4 from rank 6 on 10.251.0.4", code, j.err)
+	if code != 4 || !strings.Contains(j.err.String(), "Rank:       6\n  Host:       "+tb.addr(4)) {
+		t.Errorf("exit %d, stderr:\n%s\nwant 4 from rank 6 on %s", code, j.err, tb.addr(4))
 	}
 	sc := bufio.NewScanner(strings.NewReader(j.out.String()))
 	for sc.Scan() {
