@@ -75,8 +75,16 @@ func TestNoOrphans(t *testing.T) {
 	signal := func(sigs ...syscall.Signal) func(*testing.T, *job, func() []int) {
 		return func(t *testing.T, j *job, list func() []int) {
 			waitLines(t, j, j.out.String, readyRe, 2)
-			if n := len(list()); n < 1+2*5 { // a rank: itself, 2 children, a grandchild, its watcher
-				t.Fatalf("%d processes of the job running, want ccrun and at least 5 per rank", n)
+			// A rank: itself, 2 children, a grandchild, its watcher. "ready" comes
+			// before the grandchild's fork, so wait for it (bounded).
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				n := len(list())
+				if n >= 1+2*5 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d processes of the job running, want ccrun and at least 5 per rank", n)
+				}
 			}
 			for i, s := range sigs {
 				if i > 0 { // the first one must have been seen, or the two may merge

@@ -166,7 +166,10 @@ func TestE2ESlurmCCRunSrunKillRank(t *testing.T) {
 	if code != 137 {
 		t.Errorf("exit %d, want 137 (srun reports the killed task as 128+9)", code)
 	}
-	for _, want := range []string{"Rank:       5", "Host:       " + host, fmt.Sprintf("PID:        %d", pid), "7 other rank(s) were terminated by ccrun"} {
+	// No "other rank(s) were terminated" count: under srun, Slurm cancels the
+	// step and the other ranks end by themselves (they see the lost peer), so
+	// ccrun terminated none of them and does not say it did.
+	for _, want := range []string{"Rank:       5", "Host:       " + host, fmt.Sprintf("PID:        %d", pid)} {
 		if !strings.Contains(j.err.String(), want) {
 			t.Errorf("stderr lacks %q", want)
 		}
