@@ -288,3 +288,14 @@ func FuzzRewriteArgs(f *testing.F) {
 		}
 	})
 }
+
+// TestVersion: --version and Open MPI's -V print one line naming ccrun and
+// its version, exit 0 and start nothing, whatever follows.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-V"}, {"-V", "-np", "2", "/bin/false"}} {
+		code, out, errs := ccrun(t, context.Background(), nil, args...)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "ccrun version ") || strings.Count(out, "\n") != 1 || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want one line \"ccrun version ... %s\"", args, code, out, errs, runtime.Version())
+		}
+	}
+}

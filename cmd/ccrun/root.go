@@ -131,6 +131,7 @@ func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context,
 	cmd := &cobra.Command{
 		Use:           "ccrun [flags] PROGRAM [ARGS...]",
 		Short:         "an MPI-style launcher for cc programs, local and over SSH",
+		Version:       cli.Version(),
 		Long:          long,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -148,6 +149,8 @@ func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context,
 	cmd.SetErr(stderr)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.WithCode(exitUsage, err) })
 	o.register(cmd.Flags())
+	// cobra prints Version for --version; -V is Open MPI's spelling.
+	cmd.Flags().BoolP("version", "V", false, "print ccrun's version (module, commit when recorded, Go release) and exit")
 	return cmd
 }
 
