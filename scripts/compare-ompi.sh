@@ -70,56 +70,10 @@ colls=${COLLS:-all_reduce,reduce_scatter,all_gather}
 out=${OUT_DIR:-}
 run_timeout=${RUN_TIMEOUT:-1800}
 
-while [ $# -gt 0 ]; do
-  flag=$1
-  case $flag in
-  -h | --help)
-    usage
-    exit 0
-    ;;
-  -r | --reps | -b | --minbytes | -e | --maxbytes | -f | --stepfactor | -w | --warmup | \
-    -n | --iters | --configs | --colls | --out | --timeout)
-    [ $# -ge 2 ] || die "$flag needs a value (see -h)"
-    val=$2
-    shift 2
-    ;;
-  *) die "unknown flag $flag (see -h)" ;;
-  esac
-  case $flag in
-  -r | --reps) reps=$val ;;
-  -b | --minbytes) minbytes=$val ;;
-  -e | --maxbytes) maxbytes=$val ;;
-  -f | --stepfactor) factor=$val ;;
-  -w | --warmup) warmup=$val ;;
-  -n | --iters) iters=$val ;;
-  --configs) configs=$val ;;
-  --colls) colls=$val ;;
-  --out) out=$val ;;
-  --timeout) run_timeout=$val ;;
-  esac
-done
-
-natural() { # flag value min
-  if ! [[ $2 =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ]; then die "$1 $2: want a whole number >= $3"; fi
-}
-natural --reps "$reps" 1
-natural --stepfactor "$factor" 2
-natural --warmup "$warmup" 0
-natural --iters "$iters" 1
-natural --timeout "$run_timeout" 0
-for s in "$minbytes" "$maxbytes"; do
-  [[ $s =~ ^[0-9]+[KkMmGg]?$ ]] || die "size $s: want a whole number of bytes with an optional K, M or G"
-done
-IFS=, read -ra config_list <<<"$configs"
-IFS=, read -ra coll_list <<<"$colls"
-[ ${#config_list[@]} -gt 0 ] || die "--configs is empty: want some of shm2,shm4,tcp2"
-[ ${#coll_list[@]} -gt 0 ] || die "--colls is empty: want some of all_reduce,reduce_scatter,all_gather"
-for c in "${config_list[@]}"; do
-  case $c in shm2 | shm4 | tcp2) ;; *) die "--configs: unknown configuration $c: want shm2, shm4 or tcp2" ;; esac
-done
-for c in "${coll_list[@]}"; do
-  case $c in all_reduce | reduce_scatter | all_gather) ;; *) die "--colls: unknown collective $c: want all_reduce, reduce_scatter or all_gather" ;; esac
-done
+# shellcheck source=scripts/sweep-flags.sh
+. "$repo/scripts/sweep-flags.sh"
+sweep_parse "$@"
+sweep_check "all_reduce reduce_scatter all_gather"
 for v in CC_BIN CC_BIN_B; do
   d=${!v:-}
   if [ -n "$d" ] && { [ ! -x "$d/ccrun" ] || [ ! -x "$d/cc-perf" ]; }; then
@@ -151,16 +105,8 @@ mkdir -p "$out"
 
 echo "compare-ompi.sh: building ompi_perf with mpicc into $work" >&2
 mpicc -O2 -Wall -Wextra -o "$work/ompi_perf" "$repo/scripts/ompi-bench/ompi_perf.c"
-cc_a=${CC_BIN:-}
-cc_desc=$cc_a
-if [ -z "$cc_a" ]; then
-  go=go
-  command -v go >/dev/null || go=/usr/local/go/bin/go
-  echo "compare-ompi.sh: building ccrun and cc-perf with $go build into $work/cc" >&2
-  (cd "$repo" && "$go" build -o "$work/cc/" ./cmd/ccrun ./cmd/cc-perf)
-  cc_a=$work/cc
-  cc_desc="built from $repo at $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '(not a git tree)')"
-fi
+cc_build "$work/cc" compare-ompi.sh
+cc_a=$cc_bin
 tools=(ompi cc)
 [ -z "${CC_BIN_B:-}" ] || tools+=(ccB)
 

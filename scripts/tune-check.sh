@@ -67,58 +67,10 @@ colls=${COLLS:-all_reduce,reduce_scatter,all_gather}
 out=${OUT_DIR:-}
 run_timeout=${RUN_TIMEOUT:-3600}
 
-while [ $# -gt 0 ]; do
-  flag=$1
-  case $flag in
-  -h | --help)
-    usage
-    exit 0
-    ;;
-  -r | --reps | -n | --iters | -w | --warmup | -b | --minbytes | -e | --maxbytes | -f | --stepfactor | \
-    --configs | --colls | --out | --timeout)
-    [ $# -ge 2 ] || die "$flag needs a value (see -h)"
-    val=$2
-    shift 2
-    ;;
-  *) die "unknown flag $flag (see -h)" ;;
-  esac
-  case $flag in
-  -r | --reps) reps=$val ;;
-  -n | --iters) iters=$val ;;
-  -w | --warmup) warmup=$val ;;
-  -b | --minbytes) minbytes=$val ;;
-  -e | --maxbytes) maxbytes=$val ;;
-  -f | --stepfactor) factor=$val ;;
-  --configs) configs=$val ;;
-  --colls) colls=$val ;;
-  --out) out=$val ;;
-  --timeout) run_timeout=$val ;;
-  esac
-done
-
-natural() { # flag value min
-  if ! [[ $2 =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ]; then die "$1 $2: want a whole number >= $3"; fi
-}
-natural --reps "$reps" 1
-natural --iters "$iters" 1
-natural --warmup "$warmup" 0
-natural --stepfactor "$factor" 2
-natural --timeout "$run_timeout" 0
-for s in "$minbytes" "$maxbytes"; do
-  [[ $s =~ ^[0-9]+[KkMmGg]?$ ]] || die "size $s: want a whole number of bytes with an optional K, M or G"
-done
-IFS=, read -ra config_list <<<"$configs"
-IFS=, read -ra coll_list <<<"$colls"
-[ ${#config_list[@]} -gt 0 ] || die "--configs is empty: want some of shm2,shm4,tcp2"
-[ ${#coll_list[@]} -gt 0 ] || die "--colls is empty: want some of all_reduce,reduce_scatter,all_gather,broadcast,reduce"
-for c in "${config_list[@]}"; do
-  case $c in shm2 | shm4 | tcp2) ;; *) die "--configs: unknown configuration $c: want shm2, shm4 or tcp2" ;; esac
-done
-for c in "${coll_list[@]}"; do
-  case $c in all_reduce | reduce_scatter | all_gather | broadcast | reduce) ;;
-  *) die "--colls: unknown collective $c: want all_reduce, reduce_scatter, all_gather, broadcast or reduce" ;;
-  esac
-done
+# shellcheck source=scripts/sweep-flags.sh
+. "$repo/scripts/sweep-flags.sh"
+sweep_parse "$@"
+sweep_check "all_reduce reduce_scatter all_gather broadcast reduce"
 if [ -n "${CC_BIN:-}" ]; then
   { [ -x "$CC_BIN/ccrun" ] && [ -x "$CC_BIN/cc-perf" ]; } || die "CC_BIN=$CC_BIN: want a directory holding the ccrun and cc-perf executables"
   CC_BIN=$(cd "$CC_BIN" && pwd)
@@ -131,16 +83,9 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-bin=${CC_BIN:-}
-desc=$bin
-if [ -z "$bin" ]; then
-  go=go
-  command -v go >/dev/null || go=/usr/local/go/bin/go
-  echo "tune-check.sh: building ccrun and cc-perf with $go build into $work/bin" >&2
-  (cd "$repo" && "$go" build -o "$work/bin/" ./cmd/...)
-  bin=$work/bin
-  desc="built from $repo at $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '(not a git tree)')"
-fi
+cc_build "$work/bin" tune-check.sh
+bin=$cc_bin
+desc=$cc_desc
 
 # The ranks' command line per configuration; tune's arguments follow.
 # --oversubscribe: the configurations may run more ranks than the machine has CPUs.
