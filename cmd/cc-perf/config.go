@@ -14,13 +14,12 @@ import (
 // Exit statuses, as nccl-tests' testResult_t, except that invalid usage
 // always exits 6 (nccl-tests exits 0 on an unknown flag and -1 on a bad size).
 const (
-	exitInternal       = 1 // a bug
-	exitSystem         = 2 // the system failed us: memory, files (nccl-tests: CUDA error)
-	exitRuntime        = 3 // the runtime reported an error (nccl-tests: NCCL error)
-	exitTimeout        = 4 // -T expired
-	exitNotImplemented = 5 // asked for something this build does not do
-	exitUsage          = 6 // invalid flags, environment or rank count
-	exitResults        = 7 // wrong data, or NCCL_TESTS_MIN_BW not met
+	exitInternal = 1 // a bug
+	exitSystem   = 2 // the system failed us: memory, files (nccl-tests: CUDA error)
+	exitRuntime  = 3 // the runtime reported an error (nccl-tests: NCCL error)
+	exitTimeout  = 4 // -T expired
+	exitUsage    = 6 // invalid flags, environment or rank count
+	exitResults  = 7 // wrong data, or NCCL_TESTS_MIN_BW not met
 )
 
 // Version is what the header's "nccl-tests version" field says: the

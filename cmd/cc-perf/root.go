@@ -213,6 +213,6 @@ GPU-only flags (-y, -G, -R, -D, -V, -x as a number) exit 6, saying why, unless
 given nccl-tests' defaults (-y 0 -G 0 -R 0 -D 0 -V 16 -x 0).
 
 Exit status: 0 ok; 2 system error (memory, files); 3 runtime error; 4 timeout
-(-T); 5 not implemented; 6 invalid usage; 7 wrong data or NCCL_TESTS_MIN_BW not
+(-T); 6 invalid usage; 7 wrong data or NCCL_TESTS_MIN_BW not
 met; 128+n on signal n.`, c.Name, envPrefix, collEnv(c))
 }
