@@ -188,10 +188,12 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 	for _, coll := range colls {
 		o.Coll = coll
 		var rec *tuneRecorder
+		var brec bench.TuneRecorder // nil, not a nil *tuneRecorder, off rank 0
 		if j.id.Rank == 0 {
 			rec = newTuneRecorder("calibrate "+coll.Name, e)
+			brec = rec
 		}
-		err := bench.Tune(ctx, j.bcomms, o, recorderOrNil(rec))
+		err := bench.Tune(ctx, j.bcomms, o, brec)
 		if rec != nil {
 			rec.endProgress()
 		}
@@ -260,13 +262,4 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 	fmt.Fprintf(&b, "# constants: %s (class %s fitted, the others from the base); use: CC_TUNE_FILE=%s\n", c.output, f.Class, c.output)
 	_, err = e.stdout.Write(b.Bytes())
 	return err
-}
-
-// recorderOrNil keeps a nil *tuneRecorder from becoming a non-nil
-// interface.
-func recorderOrNil(r *tuneRecorder) bench.TuneRecorder {
-	if r == nil {
-		return nil
-	}
-	return r
 }

@@ -63,8 +63,8 @@ type Fitted struct {
 // Fit returns a copy of base whose class m.Class() is refitted from
 // samples measured on m's job (m gives the topology, its steps and its
 // class; its own constants are not used), with source as the class's
-// Source. It fails when the ring's samples cannot give a bandwidth and a
-// latency for any protocol.
+// Source. It fails when no large ring call of any protocol shows a
+// bandwidth.
 func Fit(base *Consts, m *Model, samples []Sample, source string) (*Consts, *Fitted, error) {
 	cl := m.Class()
 	c := *base
