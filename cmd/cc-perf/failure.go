@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 )
 
@@ -131,7 +132,7 @@ func distinctLines(err error) []string {
 		case len(m.ranks) == 1:
 			lines = append(lines, fmt.Sprintf("rank %d: %s", m.ranks[0], m.text))
 		default:
-			lines = append(lines, "ranks "+cpuRanges(m.ranks)+": "+m.text) // a CPU list's notation: 0-2,5
+			lines = append(lines, "ranks "+hw.CPUList(m.ranks).String()+": "+m.text) // a CPU list's notation: 0-2,5
 		}
 	}
 	if len(lines) == 0 {

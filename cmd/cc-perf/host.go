@@ -3,12 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,7 +41,7 @@ func hostFactsOf(hostname func() (string, error)) hostFacts {
 				cpus = append(cpus, i)
 			}
 		}
-		h.cpus = "cpu " + cpuRanges(cpus)
+		h.cpus = "cpu " + hw.CPUList(cpus).String()
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		if m := cpuModel(b); m != "" {
@@ -49,24 +49,6 @@ func hostFactsOf(hostname func() (string, error)) hostFacts {
 		}
 	}
 	return h
-}
-
-// cpuRanges formats sorted CPU numbers as a Linux CPU list: 0-3,8,10-11.
-func cpuRanges(cpus []int) string {
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, strconv.Itoa(cpus[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 // cpuModel returns the first "model name" of /proc/cpuinfo, blanks squeezed.

@@ -19,6 +19,7 @@ import (
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/report"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"go.uber.org/goleak"
 )
@@ -765,8 +766,8 @@ func TestDistinctLines(t *testing.T) {
 }
 
 func TestHostFacts(t *testing.T) {
-	if got := cpuRanges([]int{0, 1, 2, 3, 8, 10, 11}); got != "0-3,8,10-11" {
-		t.Errorf("cpuRanges = %q", got)
+	if got := hw.CPUList([]int{0, 1, 2, 3, 8, 10, 11}).String(); got != "0-3,8,10-11" {
+		t.Errorf("CPU list = %q", got)
 	}
 	if got := cpuModel([]byte("processor\t: 0\nmodel name\t: AMD  EPYC 7B13 64-Core\nflags : x\n")); got != "AMD EPYC 7B13 64-Core" {
 		t.Errorf("cpuModel = %q", got)
