@@ -6,45 +6,19 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// hangGuard bounds every wait of these tests: a hang fails the test, it is no speed limit.
-const hangGuard = 20 * time.Second
-
-// logs collects the server's log lines.
-type logs struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logs) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // start runs a server for nranks on a loopback port; cleanup closes it.
-func start(t *testing.T, nranks int) (*Server, string, *logs) {
+func start(t *testing.T, nranks int) (*Server, string, func() string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &logs{}
-	s := NewServer(Config{NRanks: nranks, KVSName: "kvs_test_0", Mapping: "(vector,(0,1,3))", Logf: l.logf})
+	logf, logged := collectLogs()
+	s := NewServer(Config{NRanks: nranks, KVSName: "kvs_test_0", Mapping: "(vector,(0,1,3))", Logf: logf})
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -53,7 +27,7 @@ func start(t *testing.T, nranks int) (*Server, string, *logs) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, ln.Addr().String(), l
+	return s, ln.Addr().String(), logged
 }
 
 // client is a fake PMI-1 client: what MPICH's simple PMI writes, line by line.
@@ -70,7 +44,7 @@ func dial(t *testing.T, addr string) *client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(hangGuard))
+	nc.SetDeadline(time.Now().Add(waitLimit))
 	return &client{t: t, nc: nc, br: bufio.NewReader(nc)}
 }
 
@@ -135,7 +109,7 @@ func expectEvent(t *testing.T, s *Server, kind EventKind, rank int) Event {
 			t.Fatalf("event %+v, want kind %d rank %d", ev, kind, rank)
 		}
 		return ev
-	case <-time.After(hangGuard):
+	case <-time.After(waitLimit):
 		t.Fatalf("no event, want kind %d rank %d", kind, rank)
 	}
 	return Event{}
@@ -155,9 +129,10 @@ func expectNoEvent(t *testing.T, s *Server) {
 func TestJob(t *testing.T) {
 	const n = 3
 	s, addr, _ := start(t, n)
-	var wg sync.WaitGroup
+	finished := make(chan int, n)
 	for r := range n {
-		wg.Go(func() {
+		go func() {
+			defer func() { finished <- r }()
 			c := join(t, addr, r, n)
 			for _, rt := range [][2]string{
 				{"cmd=get_maxes", "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024"},
@@ -181,9 +156,11 @@ func TestJob(t *testing.T) {
 				}
 			}
 			c.nc.Close()
-		})
+		}()
 	}
-	wg.Wait()
+	for range n {
+		<-finished
+	}
 	// Every key is there once, in put order, whatever that order was.
 	seen := map[string]bool{}
 	for idx := 0; idx < n; idx++ {
@@ -324,8 +301,8 @@ func TestBadInput(t *testing.T) {
 			} else {
 				expectNoEvent(t, s)
 			}
-			if !strings.Contains(l.String(), tt.log) {
-				t.Errorf("log %q, want it to say %q", l, tt.log)
+			if !strings.Contains(l(), tt.log) {
+				t.Errorf("log %q, want it to say %q", l(), tt.log)
 			}
 			// The server still serves a good rank.
 			other := 1 - max(tt.rank, 0)
@@ -343,8 +320,8 @@ func TestPMIIDOnce(t *testing.T) {
 	c := dial(t, addr)
 	c.send("cmd=initack pmiid=0")
 	c.expectClosed()
-	if !strings.Contains(l.String(), "pmiid 0 is already connected") {
-		t.Errorf("log %q", l)
+	if !strings.Contains(l(), "pmiid 0 is already connected") {
+		t.Errorf("log %q", l())
 	}
 }
 
