@@ -139,3 +139,26 @@ func TestOpenMPIRefused(t *testing.T) {
 		t.Errorf("--allow-singletons: exit %d, stdout %q, want two singletons; stderr:\n%s", j.code, j.out, j.err)
 	}
 }
+
+// TestTestbedMPICH runs the MPICH program on two SSH hosts of the testbed, two ranks each,
+// by slot and by node: remote ranks reach the PMI server at ccrun's end of their SSH
+// connection, and PMI_process_mapping tells MPICH which ranks share a host.
+func TestTestbedMPICH(t *testing.T) {
+	tb := needTestbed(t)
+	dir := t.TempDir() // the testbed hosts share this machine's file system
+	mpiProgram(t, "mpicc.mpich", dir, "mpich_hello")
+	hosts := fmt.Sprintf("%s:2,%s:2", tb.addr(1), tb.addr(2))
+	for _, mapBy := range []string{"slot", "node"} {
+		t.Run(mapBy, func(t *testing.T) {
+			j := runIn(t, dir, "-H", hosts, "--ssh-config", tb.sshConfig, "--map-by", mapBy, "--tag-output", filepath.Join(dir, "mpich_hello"))
+			if j.code != 0 {
+				t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", j.code, j.out, j.err)
+			}
+			for r := range 4 {
+				if want := fmt.Sprintf("[1,%d]<stdout>:rank %d of 4\n", r, r); !strings.Contains(j.out.String(), want) {
+					t.Errorf("no %q in stdout:\n%s", want, j.out)
+				}
+			}
+		})
+	}
+}
