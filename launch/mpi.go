@@ -56,6 +56,9 @@ func (p *pmiService) close() {
 	<-p.served
 }
 
+// pmiExited tells the PMI server that rank r has ended (see pmi.Server.Exited).
+func (j *job) pmiExited(r int) { j.pmi.srv.Exited(r) }
+
 // pmiPort is PMI_PORT for the ranks whose bootstrap root address is rootAddr: the same
 // host, the PMI server's port.
 func pmiPort(rootAddr string, port int) string {

@@ -227,6 +227,7 @@ func (s *supervisor) handle(ev event) {
 			return // its late status is still the truth, for the report
 		}
 		s.settle(ev.rank)
+		s.j.pmiExited(ev.rank)
 		s.j.o.Logf("rank %d on %s (pid %d): %s", ev.rank, st.Slot.Host, st.Pid, ev.exit)
 		c := s.rep.Cause
 		switch {

@@ -19,7 +19,8 @@ import (
 
 // mpiJob is the test program: MPI_Init, print the rank, MPI_Barrier, MPI_Finalize.
 // "abort R CODE" makes rank R call MPI_Abort(MPI_COMM_WORLD, CODE) before the barrier;
-// "exit R CODE" makes it _exit(CODE) there, inside MPI, without MPI_Finalize.
+// "exit R CODE" makes it _exit(CODE) there, inside MPI, without MPI_Finalize; "skip R
+// CODE" makes it return CODE before MPI_Init.
 const mpiJob = `#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@ const mpiJob = `#include <mpi.h>
 
 int main(int argc, char **argv) {
 	int rank, size;
+	if (argc == 4 && strcmp(argv[1], "skip") == 0 && atoi(getenv("PMI_RANK")) == atoi(argv[2]))
+		return atoi(argv[3]);
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -113,6 +116,7 @@ func TestMPICHFailures(t *testing.T) {
 		{"MPI_Abort", []string{"abort", "1", "7"}, 7, "rank 1 called MPI_Abort with exit code 7"},
 		{"exit 0 without MPI_Finalize", []string{"exit", "2", "0"}, 1, "rank 2 closed its PMI connection without MPI_Finalize"},
 		{"exit 3 inside MPI", []string{"exit", "0", "3"}, 3, "Exit code:  3"},
+		{"exit 0 before MPI_Init", []string{"skip", "1", "0"}, 1, "rank 1 ended without entering the PMI barrier that rank"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -93,6 +94,7 @@ type Server struct {
 	conns   map[*conn]bool
 	claimed []bool // PMI_ID r has connected
 	done    []bool // rank r produced its event
+	gone    []bool // rank r's process has ended (Exited)
 	kvs     map[string]string
 	keys    []string // kvs keys in put order, for getbyidx
 	barrier []*conn  // ranks in the current barrier, by rank (nil: not in it)
@@ -121,6 +123,7 @@ func NewServer(cfg Config) *Server {
 		conns:   map[*conn]bool{},
 		claimed: make([]bool, cfg.NRanks),
 		done:    make([]bool, cfg.NRanks),
+		gone:    make([]bool, cfg.NRanks),
 		kvs:     map[string]string{},
 		barrier: make([]*conn, cfg.NRanks),
 	}
@@ -258,11 +261,41 @@ func (s *Server) hangUp(c *conn, err error) {
 func (s *Server) report(c *conn, kind EventKind, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.done[c.rank] {
+	s.reportLocked(c.rank, kind, err)
+}
+
+func (s *Server) reportLocked(r int, kind EventKind, err error) {
+	if s.closed || s.done[r] {
 		return
 	}
-	s.done[c.rank] = true
-	s.events <- Event{Kind: kind, Rank: c.rank, Err: err}
+	s.done[r] = true
+	s.events <- Event{Kind: kind, Rank: r, Err: err}
+}
+
+// Exited tells the server that rank r's process has ended. If other ranks wait in a
+// barrier r has not entered, the barrier can never complete: that is r's EventLost (a
+// rank that ended before MPI_Init, or after MPI_Finalize while others still need it).
+func (s *Server) Exited(r int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r < 0 || r >= s.cfg.NRanks {
+		return
+	}
+	s.gone[r] = true
+	s.checkBarrier()
+}
+
+// checkBarrier reports a rank that has ended outside the barrier others wait in.
+func (s *Server) checkBarrier() {
+	if s.waiting == 0 {
+		return
+	}
+	waiter := slices.IndexFunc(s.barrier, func(c *conn) bool { return c != nil })
+	for r, gone := range s.gone {
+		if gone && s.barrier[r] == nil {
+			s.reportLocked(r, EventLost, fmt.Errorf("rank %d ended without entering the PMI barrier that rank %d waits in", r, waiter))
+		}
+	}
 }
 
 // send writes text to c; a write error surfaces as the read side's end.
@@ -372,6 +405,7 @@ func (s *Server) barrierIn(c *conn) bool {
 		clear(s.barrier)
 		s.waiting = 0
 	}
+	s.checkBarrier()
 	s.mu.Unlock()
 	for _, w := range out {
 		w.send(Format("barrier_out"))

@@ -256,6 +256,30 @@ func TestLostBeforeFinalize(t *testing.T) {
 	waiting.expectClosed()
 }
 
+// TestExitedOutsideBarrier: a rank that ended without ever connecting (it exited 0 before
+// MPI_Init) leaves the others' barrier unable to complete: its event comes as soon as both
+// are known, in either order.
+func TestExitedOutsideBarrier(t *testing.T) {
+	s, addr, _ := start(t, 3)
+	a := join(t, addr, 0, 3)
+	s.Exited(2) // before anyone waits: nothing yet
+	expectNoEvent(t, s)
+	a.send("cmd=barrier_in")
+	ev := expectEvent(t, s, EventLost, 2)
+	if want := "rank 2 ended without entering the PMI barrier that rank 0 waits in"; ev.Err.Error() != want {
+		t.Errorf("got %q, want %q", ev.Err, want)
+	}
+
+	s, addr, _ = start(t, 2)
+	join(t, addr, 0, 2).send("cmd=barrier_in")
+	b := join(t, addr, 1, 2)
+	if r := b.roundTrip("cmd=barrier_in"); r != "cmd=barrier_out" {
+		t.Fatalf("barrier: %q", r)
+	}
+	s.Exited(1) // after a completed barrier, with no one waiting: a normal end
+	expectNoEventSoon(t, s)
+}
+
 // TestBadInput: garbage, unserved commands and strangers get one log line and a closed
 // connection, never a hang or a crash; the server keeps serving the others. A known rank
 // that misbehaves is an event.
