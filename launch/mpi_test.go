@@ -62,10 +62,24 @@ func (c *pmiClient) call(line string) string {
 }
 
 // TestPMIJob: four fake ranks on two hosts exchange keys through ccrun's PMI server; the
-// node map says which ranks share a host.
+// node map says which ranks share a host. Strangers' garbage and a second claim of rank
+// 0's PMI_ID are dropped without harm.
 func TestPMIJob(t *testing.T) {
 	f := &fakeRemote{body: pmiRank(t, func(p *fakeProc, c *pmiClient) Exit {
 		r := p.spec.Slot.Rank
+		if r == 0 { // a stranger's garbage on the PMI port is dropped; the job goes on
+			addr, _ := lookupIn(p.spec.Env)(EnvPMIPort)
+			for _, junk := range []string{"GET / HTTP/1.0\r\n\r\n", "41    cmd=fullinit;pmirank=0;", "cmd=initack pmiid=0\n"} {
+				if nc, err := net.Dial("tcp", addr); err == nil {
+					fmt.Fprint(nc, junk)
+					nc.SetDeadline(time.Now().Add(30 * time.Second))
+					if n, err := nc.Read(make([]byte, 64)); err == nil {
+						t.Errorf("stranger %q got %d bytes, want the connection closed", junk, n)
+					}
+					nc.Close()
+				}
+			}
+		}
 		kvs := strings.TrimPrefix(c.call("cmd=get_my_kvsname"), "cmd=my_kvsname kvsname=")
 		for _, rt := range [][2]string{
 			{"cmd=get kvsname=" + kvs + " key=PMI_process_mapping", "cmd=get_result rc=0 msg=success value=(vector,(0,2,2))"},
