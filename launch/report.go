@@ -87,8 +87,9 @@ type Report struct {
 
 // ExitCode is ccrun's exit status: 0; the first failing rank's status (its exit code, or
 // 128+signal; for MPI_Abort, the code given to it, modulo 256); 110 (ETIMEDOUT, as Open
-// MPI) for a timeout; 130 for an interrupt (the caller may refine it from Cause.Err); 141 (128+SIGPIPE) when ccrun's output was closed;
-// 1 for a lost host or a rank that could not start.
+// MPI) for a timeout; 130 for an interrupt (the caller may refine it from Cause.Err); 141
+// (128+SIGPIPE) when ccrun's output was closed; 1 for a lost host or a rank that could not
+// start.
 func (r *Report) ExitCode() int {
 	c := r.Cause
 	if c == nil {
