@@ -23,10 +23,10 @@
 //	-> cmd=get kvsname=... key=K    <- cmd=get_result rc=0 msg=success value=V
 //	-> cmd=finalize                 <- cmd=finalize_ack
 //
-// getbyidx, get_universe_size and abort are served too. What is not: PMI-2 (its
-// length-prefixed cmd=fullinit), MPI_Comm_spawn (mcmd=spawn), name publishing, and PMI_FD
-// (a socketpair end): such a rank's connection is closed with one log line, and the job
-// ends.
+// getbyidx, get_universe_size and abort are served too. What is not: PMI-2 (cmd=init
+// pmi_version=2, or its length-prefixed cmd=fullinit), MPI_Comm_spawn (mcmd=spawn), name
+// publishing, and PMI_FD (a socketpair end): such a connection is closed with one log line,
+// and the rank's MPI_Init or call fails.
 //
 // Every connection is one goroutine. A rank that sends abort, or whose connection ends
 // before finalize, or that sends something the server does not serve, produces one Event;

@@ -368,6 +368,11 @@ func (s *Server) initack(c *conn, m Msg) bool {
 	id, hasID := m.Get("pmiid")
 	r, err := strconv.Atoi(id)
 	switch {
+	case m.Cmd == "init" && firstOf(m, "pmi_version") != "1":
+		// MPICH's PMI-2 and PMIx clients open with this PMI-1 line, then fullinit.
+		s.refuse(c, fmt.Errorf("the program speaks PMI %s.%s (cmd=init pmi_version=%[1]s); ccrun serves PMI-1 only",
+			firstOf(m, "pmi_version"), firstOf(m, "pmi_subversion")))
+		return false
 	case m.Cmd != "initack" || !hasID:
 		s.refuse(c, fmt.Errorf("first message is cmd=%s, want cmd=initack pmiid=RANK (is PMI_ID set?)", m.Cmd))
 		return false

@@ -300,6 +300,7 @@ func TestBadInput(t *testing.T) {
 		{"spawn", []string{"mcmd=spawn"}, 0, `PMI command "spawn" (MPI_Comm_spawn) is not served by ccrun`},
 		{"unknown command", []string{"cmd=publish_name service=a port=b"}, 0, `PMI command "publish_name" is not served`},
 		{"PMI 2 over the PMI-1 wire", []string{"cmd=init pmi_version=2 pmi_subversion=0"}, 1, "PMI version 2.0 is not served"},
+		{"PMI-2 client's first line", []string{"cmd=init pmi_version=2 pmi_subversion=0"}, -1, "the program speaks PMI 2.0 (cmd=init pmi_version=2); ccrun serves PMI-1 only"},
 		{"double barrier", []string{"cmd=barrier_in", "cmd=barrier_in"}, 0, "barrier_in twice"},
 		{"overlong line", []string{"cmd=put value=" + strings.Repeat("x", maxLine)}, 1, "longer than 65536 bytes"},
 	}
