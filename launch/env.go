@@ -37,7 +37,7 @@ var reserved = map[string]bool{
 	EnvRootAddr: true, EnvJobID: true, EnvJobSecret: true, EnvJobSecretFile: true,
 	"OMPI_COMM_WORLD_RANK": true, "OMPI_COMM_WORLD_SIZE": true,
 	"OMPI_COMM_WORLD_LOCAL_RANK": true, "OMPI_COMM_WORLD_LOCAL_SIZE": true,
-	"PMI_RANK": true, "PMI_SIZE": true,
+	"PMI_RANK": true, "PMI_SIZE": true, EnvPMIPort: true, EnvPMIID: true,
 	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
 }
 
@@ -140,6 +140,9 @@ type JobEnv struct {
 	JobID string
 	// MasterAddr is rank 0's host as the other ranks reach it.
 	MasterAddr string
+	// PMIPort is the port of the job's PMI-1 server (launch/pmi), on the bootstrap root's
+	// host; 0: none, and no PMI_PORT.
+	PMIPort int
 }
 
 // MasterPort is the MASTER_PORT ccrun exports: a port in 20000-29999 derived from the
@@ -167,11 +170,14 @@ func RankEnv(base []string, job JobEnv, s Slot, rootAddr string) []string {
 		{EnvNodeRank, itoa(s.NodeRank)}, {EnvRootAddr, rootAddr}, {EnvJobID, job.JobID},
 		{"OMPI_COMM_WORLD_RANK", itoa(s.Rank)}, {"OMPI_COMM_WORLD_SIZE", itoa(job.NRanks)},
 		{"OMPI_COMM_WORLD_LOCAL_RANK", itoa(s.LocalRank)}, {"OMPI_COMM_WORLD_LOCAL_SIZE", itoa(s.LocalNRanks)},
-		{"PMI_RANK", itoa(s.Rank)}, {"PMI_SIZE", itoa(job.NRanks)},
+		{"PMI_RANK", itoa(s.Rank)}, {"PMI_SIZE", itoa(job.NRanks)}, {EnvPMIID, itoa(s.Rank)},
 		{"RANK", itoa(s.Rank)}, {"WORLD_SIZE", itoa(job.NRanks)},
 		{"LOCAL_RANK", itoa(s.LocalRank)}, {"LOCAL_WORLD_SIZE", itoa(s.LocalNRanks)},
 	} {
 		e.set(kv[0], kv[1])
+	}
+	if job.PMIPort > 0 {
+		e.set(EnvPMIPort, pmiPort(rootAddr, job.PMIPort))
 	}
 	if _, ok := e.get(EnvMasterAddr); !ok {
 		e.set(EnvMasterAddr, job.MasterAddr)

@@ -73,7 +73,7 @@ func TestRankEnv(t *testing.T) {
 		"CC_RANK=5", "CC_NRANKS=8", "CC_LOCAL_RANK=1", "CC_LOCAL_NRANKS=4", "CC_NODE_RANK=1",
 		"CC_ROOT_ADDR=10.0.0.254:4000", "CC_JOB_ID=abc",
 		"OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
-		"PMI_RANK=5", "PMI_SIZE=8", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4",
+		"PMI_RANK=5", "PMI_SIZE=8", "PMI_ID=5", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4",
 		"MASTER_ADDR=10.0.0.1", "MASTER_PORT=" + strconv.Itoa(port),
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -82,6 +82,14 @@ func TestRankEnv(t *testing.T) {
 	if port < 20000 || port >= 30000 {
 		t.Errorf("MasterPort = %d, want 20000..29999", port)
 	}
+	// With a PMI server, PMI_PORT is on the root's host (IPv6 bracketed).
+	job.PMIPort = 4100
+	for root, want := range map[string]string{"10.0.0.254:4000": "PMI_PORT=10.0.0.254:4100", "[fd00::1]:4000": "PMI_PORT=[fd00::1]:4100"} {
+		if got := RankEnv(nil, job, s, root); !contains(got, want) {
+			t.Errorf("RankEnv with root %s: %v, want %s", root, got, want)
+		}
+	}
+	job.PMIPort = 0
 	// A user-given MASTER_ADDR/MASTER_PORT is kept.
 	got = RankEnv([]string{"MASTER_ADDR=x", "MASTER_PORT=1"}, job, s, "r:1")
 	if !contains(got, "MASTER_ADDR=x") || !contains(got, "MASTER_PORT=1") || contains(got, "MASTER_ADDR=10.0.0.1") {

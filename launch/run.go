@@ -193,6 +193,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := j.listen(); err != nil {
 		return nil, err
 	}
+	pmiSvc, err := j.servePMI()
+	if err != nil {
+		j.ln.Close()
+		return nil, err
+	}
+	j.pmi = pmiSvc
 	root := bootstrap.NewRoot(j.ln, len(slots), wire.Job{ID: j.id, Secret: []byte(j.secret)}, o.Logf)
 	rootCtx, stopRoot := context.WithCancel(context.Background())
 	served := make(chan struct{})
@@ -203,10 +209,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 	s := newSupervisor(j, root.Events())
+	s.pmi = pmiSvc.srv.Events()
 	rep := s.run(ctx)
 	stopRoot()
 	root.Close()
 	<-served
+	pmiSvc.close()
 	j.closeRemote() // unblocks Waits on hosts that stopped answering
 	s.wg.Wait()
 	return rep, nil
@@ -224,6 +232,7 @@ type job struct {
 	// rootHost maps a host to the address its ranks use for the root (without port).
 	rootHost   map[string]string
 	ln         net.Listener
+	pmi        *pmiService // the PMI-1 server, on the root's address
 	id, secret string
 	closeOnce  sync.Once
 }
@@ -373,7 +382,7 @@ func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
 	if p := j.progOn[s.Host]; p != "" {
 		argv[0] = p
 	}
-	env := RankEnv(j.base, JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr()}, s, j.rootAddr(s.Host))
+	env := RankEnv(j.base, JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr(), PMIPort: j.pmi.port}, s, j.rootAddr(s.Host))
 	dir, optional := j.o.Wdir, false
 	if dir == "" && !j.local[s.Host] {
 		if wd, err := os.Getwd(); err == nil {

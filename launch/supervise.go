@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/launch/pmi"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 )
 
@@ -55,6 +56,7 @@ type supervisor struct {
 	procs   []Proc
 	events  chan event
 	root    <-chan bootstrap.Event
+	pmi     <-chan pmi.Event // the PMI-1 server's rank failures (see handlePMI)
 	streams *streams
 
 	phase       phase
@@ -112,6 +114,8 @@ func (s *supervisor) run(ctx context.Context) *Report {
 				continue
 			}
 			s.handleRoot(ev)
+		case ev := <-s.pmi:
+			s.handlePMI(ev)
 		case <-done:
 			done = nil
 			s.fail(&Cause{Kind: CauseInterrupt, Rank: -1, Err: context.Cause(ctx)})
@@ -223,14 +227,15 @@ func (s *supervisor) handle(ev event) {
 			return // its late status is still the truth, for the report
 		}
 		s.settle(ev.rank)
+		s.j.pmiExited(ev.rank)
 		s.j.o.Logf("rank %d on %s (pid %d): %s", ev.rank, st.Slot.Host, st.Pid, ev.exit)
 		c := s.rep.Cause
 		switch {
 		case ev.exit.Err != nil:
 			s.fail(&Cause{Kind: CauseLost, Rank: ev.rank, Host: st.Slot.Host, Err: ev.exit.Err})
 		case !ev.exit.Failed():
-		case c != nil && c.Kind == CauseAbort && c.Rank == ev.rank && lostOnly(c.Err):
-			// The root saw the connection drop first; the exit status says more.
+		case c != nil && c.Kind == CauseAbort && c.Rank == ev.rank && (lostOnly(c.Err) || pmiLost(c.Err)):
+			// The root (or the PMI server) saw the connection drop first; the exit status says more.
 			c.Kind = CauseExit
 		default:
 			s.fail(&Cause{Kind: CauseExit, Rank: ev.rank, Host: st.Slot.Host})

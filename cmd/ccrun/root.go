@@ -42,6 +42,8 @@ type Options struct {
 	DisplayMap    bool
 	Verbose       bool
 	Launcher      string
+	// AllowSingletons runs an Open MPI program anyway (see checkMPI).
+	AllowSingletons bool
 
 	SSHPort         int
 	SSHUser         string
@@ -82,6 +84,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DisplayMap, "display-map", false, "print the rank-to-host map before starting")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
+	fs.BoolVar(&o.AllowSingletons, "allow-singletons", false, "run an Open MPI (PMIx) program anyway, each rank as a 1-rank MPI job (ccrun serves MPICH's PMI-1 only)")
 
 	fs.IntVar(&o.SSHPort, "ssh-port", 0, "SSH port; default: the ssh config's Port, else 22")
 	fs.StringVar(&o.SSHUser, "ssh-user", "", "SSH login name; default: the hostfile's user=, the ssh config's User, else your user name")
@@ -115,6 +118,10 @@ same under the names other launchers use (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/
 LOCAL_SIZE, PMI_RANK/PMI_SIZE, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT), plus every NCCL_* and CC_* variable of ccrun's
 environment (see --forward-prefix) and what -x and --env name.
+
+MPI programs built with MPICH (or Intel MPI, MVAPICH) run as one job: ccrun
+serves them PMI-1 (PMI_PORT, PMI_ID). Open MPI programs, which want PMIx, are
+refused unless --allow-singletons.
 
 Ctrl-C, SIGTERM or SIGHUP ends the job (SIGTERM to every rank's process group,
 --grace, SIGKILL); a second one SIGKILLs every rank at once. A closed output pipe

@@ -134,6 +134,9 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 	if _, err := launch.BaseEnv(environ, lo.Env); err != nil {
 		return cli.WithCode(exitUsage, err)
 	}
+	if err := checkMPI(o, argv, len(slots)); err != nil {
+		return err
+	}
 	if o.DisplayMap {
 		writeMap(stdout, slots)
 	}
