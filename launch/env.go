@@ -65,6 +65,16 @@ var outerLauncher = []string{
 	"PALS_", "JSM_NAMESPACE_", // Cray PALS, IBM jsrun
 }
 
+// slurmTaskCase are the Slurm patterns of outerLauncher as a shell case pattern. With
+// --launcher srun every rank is a one-task step and slurmd sets these in it (SLURM_PROCID=0,
+// SLURM_NTASKS=1 on every rank), so the task's script unsets them (unsetSlurmTask). A test
+// keeps the two lists equal.
+const slurmTaskCase = "SLURM_PROCID|SLURM_LOCALID|SLURM_NODEID|SLURM_NTASKS|SLURM_NPROCS|SLURM_GTIDS|SLURM_TASK_PID|SLURM_STEPID|SLURM_STEP_*|SLURM_SRUN_COMM_*"
+
+// unsetSlurmTask is the shell line that unsets slurmTaskCase's variables.
+const unsetSlurmTask = `for v in $(env | cut -d= -f1); do case $v in ` + slurmTaskCase + `) unset "$v";; esac; done
+`
+
 // OuterLauncher reports whether name is set by another launcher for its ranks (see
 // outerLauncher); ccrun's ranks never inherit it.
 func OuterLauncher(name string) bool {

@@ -142,6 +142,22 @@ func TestOuterLauncher(t *testing.T) {
 	}
 }
 
+// TestSlurmTaskCase: the srun task script unsets exactly the Slurm variables of the table.
+func TestSlurmTaskCase(t *testing.T) {
+	var want []string
+	for _, p := range outerLauncher {
+		if strings.HasPrefix(p, "SLURM_") {
+			if strings.HasSuffix(p, "_") {
+				p += "*"
+			}
+			want = append(want, p)
+		}
+	}
+	if got := strings.Split(slurmTaskCase, "|"); !cmp.Equal(got, want) {
+		t.Errorf("slurmTaskCase = %q, want %q (from outerLauncher)", got, want)
+	}
+}
+
 func TestPass(t *testing.T) {
 	environ := []string{"PATH=/bin", "HOME=/h", "LC_ALL=C", "NCCL_ALGO=ring", "FOO=1", "HOSTNAME=here", "PWD=/w"}
 	tests := []struct {

@@ -5,11 +5,13 @@ package main
 // Hydra's -ppn, the torchrun/MPICH identity across hosts, -genvall and MASTER_PORT.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -105,5 +107,30 @@ func TestE2ERemoteIdentityAndEnv(t *testing.T) {
 	want := []string{"0 0/2 0 0 0/2 0 0" + tail, "1 0/2 0 1 1/2 1 1" + tail, "2 1/2 1 0 0/2 0 2" + tail, "3 1/2 1 1 1/2 1 3" + tail}
 	if d := cmp.Diff(want, got); code != 0 || d != "" {
 		t.Errorf("exit %d, stderr %q, output (-want +got):\n%s", code, errs, d)
+	}
+}
+
+// TestE2ESlurmNoStepIdentity: under salloc, neither the allocation's nor (with --launcher
+// srun) each one-task step's task identity reaches the ranks; with srun, the allocation's id
+// does (SSH ranks get their login's environment, which has none).
+func TestE2ESlurmNoStepIdentity(t *testing.T) {
+	needSlurm(t)
+	ccrun, _ := binaries(t)
+	for _, launcher := range []string{"ssh", "srun"} {
+		t.Run(launcher, func(t *testing.T) {
+			j := startCmd(t, "salloc", "-N", "2", "-n", "4", ccrun, "--launcher", launcher, "--ssh-config", os.Getenv("TESTBED_SSH_CONFIG"),
+				"/bin/sh", "-c", `echo "$RANK/$WORLD_SIZE procid=$SLURM_PROCID ntasks=$SLURM_NTASKS step=$SLURM_STEP_ID job=${SLURM_JOB_ID:+set}"`)
+			if code := j.wait(t, 2*time.Minute); code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", code, j.err)
+			}
+			job := map[string]string{"ssh": "", "srun": "set"}[launcher]
+			var want []string
+			for r := range 4 {
+				want = append(want, fmt.Sprintf("%d/4 procid= ntasks= step= job=%s", r, job))
+			}
+			if d := cmp.Diff(want, sortedLines(j.out.String())); d != "" {
+				t.Errorf("output (-want +got):\n%s", d)
+			}
+		})
 	}
 }
