@@ -63,7 +63,7 @@ type Options struct {
 func (o *Options) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.IntVarP(&o.NP, "np", "n", 0, "number of ranks (also -np); default: one per slot")
-	fs.StringArrayVarP(&o.Hosts, "host", "H", nil, "hosts, comma-separated, each h or h:slots; Slurm hostlists allowed (node[01-04]:2); repeatable")
+	fs.StringArrayVarP(&o.Hosts, "host", "H", nil, "hosts, comma-separated, each [user@]h or h:slots; Slurm hostlists allowed (node[01-04]:2); repeatable; with --hostfile, selects within it")
 	fs.StringVarP(&o.Hostfile, "hostfile", "f", "", "hostfile: Open MPI (host slots=N max_slots=M) or MPICH (host:N) lines, # comments (-f: Hydra)")
 	fs.StringVar(&o.Machinefile, "machinefile", "", "same as --hostfile")
 	fs.IntVarP(&o.PerNode, "npernode", "N", 0, "ranks per host (Open MPI -N/--npernode)")
