@@ -80,7 +80,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.TagOutput, "tag-output", false, "prefix each output line with [1,RANK]<stdout>: or <stderr>: (Open MPI)")
 	fs.BoolVarP(&o.Label, "prepend-rank", "l", false, "prefix each output line with [RANK] (Hydra -l)")
 	fs.StringVar(&o.OutputDir, "output-filename", "", "write each rank's output to DIR/1/rank.RANK/{stdout,stderr} instead of the terminal")
-	fs.StringVar(&o.Timeout, "timeout", "0", "end the job after SEC seconds (5, 1.5) or a duration (500ms, 2m) with exit status 110, printing each rank's state (env MPIEXEC_TIMEOUT); 0: none")
+	fs.StringVar(&o.Timeout, "timeout", "0", "end the job after `SEC` seconds (5, 1.5) or a duration (500ms, 2m) with exit status 110, printing each rank's state (env MPIEXEC_TIMEOUT); 0: none")
 	fs.DurationVar(&o.Grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when the job is torn down")
 	fs.StringVar(&o.Wdir, "wdir", "", "working directory of the ranks; default: ccrun's (remote: if it exists there, else the login directory)")
 	fs.StringVar(&o.RootAddr, "root-addr", "", "host or address ranks use to reach ccrun's bootstrap root; default: 127.0.0.1 locally, ccrun's end of each SSH connection remotely")
