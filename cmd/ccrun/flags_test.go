@@ -197,6 +197,10 @@ func TestHydraEnvFlags(t *testing.T) {
 	if code != 0 || out != "[] 1\n" || strings.TrimSpace(errs) != "ccrun: warning: -x NOT_SET_HERE: NOT_SET_HERE is not set in ccrun's environment; the ranks do not get it" {
 		t.Errorf("-x NOT_SET_HERE: exit %d, stdout %q, stderr %q; want a warning and a run", code, out, errs)
 	}
+	code, out, errs = ccrun(t, context.Background(), environ, "-np", "1", "-genvlist", "AA,NOPE", "/bin/sh", "-c", `echo "$AA"`)
+	if code != 0 || out != "1\n" || strings.TrimSpace(errs) != "ccrun: warning: -genvlist AA,NOPE: NOPE is not set in ccrun's environment; the ranks do not get it" {
+		t.Errorf("-genvlist AA,NOPE: exit %d, stdout %q, stderr %q; want a warning and a run", code, out, errs)
+	}
 	code, _, errs = ccrun(t, context.Background(), environ, "-genvall", "-genvnone", "true")
 	if code != 2 || strings.TrimSpace(errs) != "ccrun: -genvall cannot be combined with -genvnone or -genvlist: choose one" {
 		t.Errorf("-genvall -genvnone: exit %d, stderr %q", code, errs)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -146,7 +147,11 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 		return cli.WithCode(exitUsage, err)
 	}
 	for _, name := range launch.UnsetX(environ, lo.Env) {
-		logw.printf("ccrun: warning: -x %s: %s is not set in ccrun's environment; the ranks do not get it\n", name, name)
+		flag := "-x " + name
+		if !slices.Contains(o.X, name) {
+			flag = "-genvlist " + strings.Join(o.GenvList, ",")
+		}
+		logw.printf("ccrun: warning: %s: %s is not set in ccrun's environment; the ranks do not get it\n", flag, name)
 	}
 	if o.DisplayMap {
 		writeMap(stdout, slots)
