@@ -21,10 +21,13 @@
 //   - OneNode and Place (pure): the names of this machine (localhost, its host name, its
 //     addresses) become one host; ranks go onto hosts by slot or by node, N per node,
 //     oversubscription within max_slots; each Slot has its rank, local rank and node rank.
-//   - BaseEnv and RankEnv (pure): NCCL_* and CC_* forwarded from ccrun's environment, -x
-//     and --env, then the rank variables (CC_RANK ... CC_JOB_ID, and the names Open MPI,
-//     PMI and torchrun use). The job secret is never among them: local ranks get
-//     CC_JOB_SECRET in their environment, remote ranks read it from the SSH session's stdin.
+//   - LocalCores (pure): a hostfile host of this machine without a slot count gets its CPUs.
+//   - BaseEnv and RankEnv (pure): NCCL_* and CC_* forwarded from ccrun's environment (or all
+//     of it, or none: Pass), -x and --env, then the rank variables (CC_RANK ... CC_JOB_ID,
+//     and the names Open MPI, MPICH and torchrun use). Inherit drops what an outer launcher
+//     (mpirun, srun, torchrun, ...) set for ccrun itself (OuterLauncher). The job secret is
+//     never among them: local ranks get CC_JOB_SECRET in their environment, remote ranks
+//     read it from the SSH session's stdin.
 //   - the bootstrap root (runtime/bootstrap) listens where the ranks can reach it: 127.0.0.1
 //     for local ranks, ccrun's end of each SSH connection for remote ones. Its events say
 //     which ranks joined and which one failed first, and why.

@@ -145,6 +145,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 
 // LookProgram finds the program a local rank runs: a name without a slash in PATH, a path
 // with one relative to dir (ccrun's directory when dir is empty), as the rank will see it.
+// Its error is a *ProgramError.
 func LookProgram(prog, dir string) (string, error) {
 	look := prog
 	if dir != "" && strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
@@ -152,12 +153,57 @@ func LookProgram(prog, dir string) (string, error) {
 	}
 	path, err := exec.LookPath(look)
 	if err != nil {
+		pe := &ProgramError{Prog: prog, Err: err}
 		if look != prog {
-			return "", fmt.Errorf("program %q (in --wdir %s): %w", prog, dir, err)
+			pe.Dir = dir
 		}
-		return "", fmt.Errorf("program %q: %w", prog, err)
+		return "", pe
 	}
 	return path, nil
+}
+
+// ProgramError is a program that local ranks cannot run. Its Code is what a shell (and a
+// remote rank, see sshspawn.ExecProgram) exits with: 127 when it does not exist, 126 when
+// it cannot be executed.
+type ProgramError struct {
+	// Prog is the program as given; Dir the --wdir it was looked up in, if any.
+	Prog, Dir string
+	Err       error
+}
+
+func (e *ProgramError) missing() bool {
+	return errors.Is(e.Err, exec.ErrNotFound) || errors.Is(e.Err, fs.ErrNotExist)
+}
+
+func (e *ProgramError) Error() string {
+	where := "this machine"
+	if e.Dir != "" {
+		where += " (in --wdir " + e.Dir + ")"
+	}
+	switch {
+	case e.missing() && !strings.Contains(e.Prog, "/"):
+		return fmt.Sprintf("program %q not found on %s (PATH=%s)", e.Prog, where, os.Getenv("PATH"))
+	case e.missing():
+		return fmt.Sprintf("program %q not found on %s", e.Prog, where)
+	}
+	var pe *fs.PathError
+	err := e.Err
+	if errors.As(err, &pe) {
+		err = pe.Err
+	} else if ee := (*exec.Error)(nil); errors.As(err, &ee) {
+		err = ee.Err
+	}
+	return fmt.Sprintf("program %q on %s cannot be run: %v", e.Prog, where, err)
+}
+
+func (e *ProgramError) Unwrap() error { return e.Err }
+
+// Code is the exit status ccrun ends with: 127 for a missing program, else 126.
+func (e *ProgramError) Code() int {
+	if e.missing() {
+		return 127
+	}
+	return 126
 }
 
 // CheckDir checks that dir, the ranks' working directory, is a directory on this machine.

@@ -15,7 +15,7 @@ type sshRemote struct{ s *sshspawn.Spawner }
 func (r sshRemote) Connect(ctx context.Context, hosts []RemoteHost) error {
 	t := make([]sshspawn.Target, len(hosts))
 	for i, h := range hosts {
-		t[i] = sshspawn.Target{Name: h.Name, User: h.User}
+		t[i] = sshspawn.Target{Name: h.Name, User: h.User, Port: h.Port}
 	}
 	return r.s.Connect(ctx, t)
 }
