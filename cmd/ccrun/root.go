@@ -42,6 +42,8 @@ type Options struct {
 	DisplayMap    bool
 	Verbose       bool
 	Launcher      string
+	NoAgent       bool
+	Stdin         string
 
 	SSHPort         int
 	SSHUser         string
@@ -81,6 +83,8 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Preload, "preload-binary", false, "copy the program to each remote host over SSH before starting it")
 	fs.BoolVar(&o.DisplayMap, "display-map", false, "print the rank-to-host map before starting")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
+	fs.StringVar(&o.Stdin, "stdin", "0", "which ranks read ccrun's stdin: a rank, all, or none (/dev/null); the others read /dev/null")
+	fs.BoolVar(&o.NoAgent, "no-agent", false, "start each remote rank in an SSH session of its own instead of through one ccrun agent per host")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
 
 	fs.IntVar(&o.SSHPort, "ssh-port", 0, "SSH port; default: the ssh config's Port, else 22")
