@@ -110,7 +110,9 @@ forwards their output, and ends the whole job as soon as one rank fails.
 Hosts come from -H and --hostfile; with neither, inside a Slurm allocation from
 SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; otherwise the job runs here, one
 slot per CPU (more ranks need --oversubscribe).
-Remote ranks start over SSH, or with --launcher srun as Slurm job steps.
+Remote ranks start over SSH, through one ccrun agent per host (--no-agent: one
+session per rank), or with --launcher srun as Slurm job steps. Rank 0 reads
+ccrun's stdin (--stdin).
 ccrun's own flags end at PROGRAM: everything after it belongs to PROGRAM.
 
 Every rank gets CC_RANK, CC_NRANKS, CC_LOCAL_RANK, CC_LOCAL_NRANKS, CC_NODE_RANK,

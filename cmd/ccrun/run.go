@@ -142,7 +142,7 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 		return err
 	}
 	if lo.StdinTo != launch.StdinNone {
-		lo.Stdin = ranksStdin(os.Stdin)
+		lo.Stdin = ranksStdin(stdinFile)
 	}
 	if o.DisplayMap {
 		writeMap(stdout, slots)
@@ -162,7 +162,9 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 			return err
 		}
 		self, err := os.Executable()
-		lo.Remote = agent.NewSSH(sp, agent.SSHOptions{Path: self, Preload: o.Preload, Disabled: o.NoAgent || err != nil, Logf: logf})
+		lo.Remote = agent.NewSSH(sp, agent.SSHOptions{
+			Path: self, Preload: o.Preload, Disabled: o.NoAgent || err != nil, Keepalive: o.SSHKeepalive, Logf: logf,
+		})
 	}
 	fwd, stop := forwardSignals()
 	defer stop()

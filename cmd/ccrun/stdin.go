@@ -11,6 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// stdinFile is ccrun's stdin (a variable for the in-process tests, which give /dev/null).
+var stdinFile = os.Stdin
+
 // stdinTarget reads --stdin for a job of nranks ranks.
 func stdinTarget(s string, nranks int) (launch.StdinTarget, error) {
 	t, err := launch.ParseStdinTarget(s)

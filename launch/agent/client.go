@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/seed-760dd1f1/cc/launch"
 )
@@ -41,14 +42,19 @@ type Conn struct {
 // too). ended turns the reason the stream ended (a read error, io.EOF) into the error
 // every rank still running reports as its exit (a lost host). The error of Dial is an
 // *Error: no agent answered, or one of another version.
-func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Closer, ended func(error) error) (*Conn, error) {
+//
+// Every keepalive (if above 0) ccrun sends a ping, and the agent ends the session after
+// keepaliveMissed intervals without a frame.
+func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Closer, keepalive time.Duration, ended func(error) error) (*Conn, error) {
 	cn := &Conn{
 		host: host, fw: &frameWriter{w: w}, fr: newFrameReader(r), closer: c, ended: ended,
 		starts: map[int]chan startedMsg{}, procs: map[int]*remoteProc{}, done: make(chan struct{}),
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	sent := make(chan error, 1)
-	go func() { sent <- cn.fw.json(tHello, helloMsg{Magic: magic, Version: Version}) }()
+	go func() {
+		sent <- cn.fw.json(tHello, helloMsg{Magic: magic, Version: Version, KeepaliveMs: keepalive.Milliseconds()})
+	}()
 	h, err := readHello(cn.fr)
 	if !stop() {
 		err = context.Cause(ctx)
@@ -65,7 +71,24 @@ func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Close
 	}
 	cn.Agent = h
 	cn.wg.Go(cn.read)
+	if keepalive > 0 {
+		cn.wg.Go(func() { cn.ping(keepalive) })
+	}
 	return cn, nil
+}
+
+// ping sends a ping every interval until the stream ends.
+func (c *Conn) ping(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			c.fw.write(tPing)
+		}
+	}
 }
 
 // Error is an agent that could not be reached on a host: ccrun falls back to a session

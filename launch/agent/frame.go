@@ -32,7 +32,7 @@ const (
 	stdinWindow = 8 * dataChunk
 )
 
-// Frame types. ccrun sends hello, start, signal, stdin and stdinEOF; the agent sends
+// Frame types. ccrun sends hello, start, signal, stdin, stdinEOF and ping; the agent sends
 // hello, started, output, exit and stdinAck.
 const (
 	tHello    byte = 1 + iota // helloMsg
@@ -44,6 +44,7 @@ const (
 	tStdin                    // rank, bytes
 	tStdinEOF                 // rank
 	tStdinAck                 // rank, count (4 bytes)
+	tPing                     // empty: ccrun is alive (see helloMsg.KeepaliveMs)
 )
 
 // Streams of an output frame.
@@ -60,7 +61,15 @@ type helloMsg struct {
 	Version int    `json:"version"`
 	Host    string `json:"host,omitempty"` // the agent's host name
 	Pid     int    `json:"pid,omitempty"`  // the agent's pid
+	// KeepaliveMs (ccrun's hello): ccrun sends a frame at least this often; an agent that
+	// hears nothing for keepaliveMissed times as long ends the session, as if it had
+	// ended, even when the connection is cut and sshd has not noticed yet. 0: no pings.
+	KeepaliveMs int64 `json:"keepalive_ms,omitempty"`
 }
+
+// keepaliveMissed is how many keepalive intervals of silence end an agent's session
+// (ssh's ServerAliveCountMax is 3 too).
+const keepaliveMissed = 3
 
 // startMsg is one rank to start: launch.Spec without the streams.
 type startMsg struct {

@@ -37,6 +37,9 @@ type SSHOptions struct {
 	// Timeout bounds an agent's start and handshake (default 10 s); a host whose agent
 	// does not answer in time gets a session per rank.
 	Timeout time.Duration
+	// Keepalive is the interval of ccrun's pings to each agent (default 5 s); an agent
+	// that hears nothing for 3 intervals ends its ranks, even while its host is cut off.
+	Keepalive time.Duration
 	// Logf receives one line per host without an agent, and why.
 	Logf func(format string, args ...any)
 }
@@ -57,6 +60,9 @@ type SSH struct {
 func NewSSH(sp *sshspawn.Spawner, o SSHOptions) *SSH {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
+	}
+	if o.Keepalive <= 0 {
+		o.Keepalive = 5 * time.Second
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -108,7 +114,7 @@ func (r *SSH) dial(ctx context.Context, host string) (*Conn, error) {
 	if err != nil {
 		return nil, &Error{Host: host, Err: err}
 	}
-	c, err := Dial(ctx, host, st.Stdout, st.Stdin, st, func(err error) error { return streamEnd(host, st, stderr, err) })
+	c, err := Dial(ctx, host, st.Stdout, st.Stdin, st, r.o.Keepalive, func(err error) error { return streamEnd(host, st, stderr, err) })
 	if err != nil {
 		st.Wait() // the session is closed: this collects the agent's last words on stderr
 		if s := stderr.String(); s != "" {

@@ -95,12 +95,25 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, o ServeOptions) err
 			}
 		}
 	}()
+	var silence <-chan time.Time // fires after keepaliveMissed intervals without a frame
+	var timer *time.Timer
+	limit := time.Duration(h.KeepaliveMs) * time.Millisecond * keepaliveMissed
+	if limit > 0 {
+		timer = time.NewTimer(limit)
+		defer timer.Stop()
+		silence = timer.C
+	}
 	var end error
 	for end == nil {
 		select {
 		case <-ctx.Done():
 			end = context.Cause(ctx)
+		case <-silence:
+			end = fmt.Errorf("no word from ccrun in %v", limit)
 		case f := <-frames:
+			if timer != nil {
+				timer.Reset(limit)
+			}
 			switch {
 			case errors.Is(f.err, io.EOF):
 				end = io.EOF
@@ -135,6 +148,7 @@ func (s *server) handle(typ byte, p []byte) error {
 		if r := s.rank(m.Rank); r != nil {
 			r.proc.Signal(syscall.Signal(m.Signal))
 		}
+	case tPing:
 	case tStdin, tStdinEOF:
 		rank, _, b, err := decodeData(typ, p, false)
 		if err != nil {

@@ -41,17 +41,13 @@ func (s *Spawner) Start(ctx context.Context, hostName string, cmd Command, stdou
 	if strings.ContainsAny(cmd.Secret, "\n\r") {
 		return nil, errors.New("job secret contains a newline")
 	}
-	h, err := s.host(hostName)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.acquire(ctx, h)
+	c, err := s.sessionSlot(ctx, hostName)
 	if err != nil {
 		return nil, err
 	}
 	p, err := s.start(ctx, c, cmd, stdout, stderr)
 	if err != nil {
-		h.release(c)
+		c.host.release(c)
 		return nil, err
 	}
 	return p, nil

@@ -30,20 +30,26 @@ type Stream struct {
 // of the connection's MaxSessions) and returns its streams; the program's stderr goes to
 // stderr. It returns as soon as the session has started.
 func (s *Spawner) OpenScript(ctx context.Context, hostName, script, name string, args []string, stderr io.Writer) (*Stream, error) {
-	h, err := s.host(hostName)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.acquire(ctx, h)
+	c, err := s.sessionSlot(ctx, hostName)
 	if err != nil {
 		return nil, err
 	}
 	st, err := c.openStream(script, name, args, stderr)
 	if err != nil {
-		h.release(c)
+		c.host.release(c)
 		return nil, err
 	}
 	return st, nil
+}
+
+// sessionSlot takes a session slot on a live connection to host; release it when the
+// session ends.
+func (s *Spawner) sessionSlot(ctx context.Context, hostName string) (*conn, error) {
+	h, err := s.host(hostName)
+	if err != nil {
+		return nil, err
+	}
+	return s.acquire(ctx, h)
 }
 
 func (c *conn) openStream(script, name string, args []string, stderr io.Writer) (*Stream, error) {

@@ -1,0 +1,105 @@
+package main
+
+// End-to-end tests of the per-host agents on the testbed: every way a job ends, with ranks
+// on two hosts, through agents and with a session per rank (--no-agent), counting the
+// job's processes afterwards on every host (the testbed's hosts share one process table,
+// so /proc here shows them all: ranks, children, grandchildren, watchers, agents); the
+// agent's output, stdin and exit statuses; a host cut off (tb8, the only host these tests
+// cut).
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// teardownModes are the two ways remote ranks start.
+var teardownModes = []struct {
+	name string
+	args []string
+}{{"agent", nil}, {"no-agent", []string{"--no-agent"}}}
+
+func TestE2ENoOrphans(t *testing.T) {
+	tb := needTestbed(t)
+	for _, mode := range teardownModes {
+		for _, tc := range teardownCases(t, 4) {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				tc.run(t, append([]string{"--ssh-config", tb.sshConfig, "-H", tb.addr(6) + ":2," + tb.addr(7) + ":2", "-np", "4"}, mode.args...))
+			})
+		}
+	}
+}
+
+// TestE2EAgent: 64 ranks on 8 hosts through one agent each: every rank's output arrives
+// whole and tagged, stdin reaches every rank (--stdin all) and rank 0 alone (the default),
+// (TestE2ERankExitCodeAndPreload runs the agent copied with --preload-binary.)
+func TestE2EAgent(t *testing.T) {
+	tb := needTestbed(t)
+	bin, _ := binaries(t)
+	line := strings.Repeat("x", 40000) // more than one frame of output
+	cmd := exec.Command(bin, tb.args("-v", "-np", "64", "--tag-output", "--stdin", "all", "/bin/sh", "-c",
+		`n=$(wc -l); i=0; while [ $i -lt 3 ]; do echo "$CC_RANK $n `+line+`"; i=$((i+1)); done`)...)
+	cmd.Stdin = strings.NewReader(strings.Repeat("a line of stdin\n", 50000)) // 800 KB: flow control
+	var out, errb syncBuf
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, errb.String())
+	}
+	for k := 1; k <= 8; k++ {
+		if !regexp.MustCompile(fmt.Sprintf(`(?m)^ccrun: host %s: agent pid \d+ on tb%d$`, regexp.QuoteMeta(tb.addr(k)), k)).MatchString(errb.String()) {
+			t.Errorf("no agent on host %s; stderr:\n%s", tb.addr(k), errb.String())
+		}
+	}
+	for r := range 64 {
+		want := fmt.Sprintf("[1,%d]<stdout>:%d 50000 %s\n", r, r, line)
+		if n := strings.Count(out.String(), want); n != 3 {
+			t.Errorf("rank %d: %d whole lines with 50000 stdin lines, want 3", r, n)
+		}
+	}
+	if n := strings.Count(out.String(), "\n"); n != 64*3 {
+		t.Errorf("%d lines in all, want %d", n, 64*3)
+	}
+
+	// Default: rank 0 alone reads stdin; the others read /dev/null.
+	cmd = exec.Command(bin, tb.args("-np", "16", "-l", "/bin/sh", "-c", `echo "got $(cat)"`)...)
+	cmd.Stdin = strings.NewReader("hello")
+	got, err := cmd.Output()
+	if err != nil {
+		t.Errorf("%v", err)
+	}
+	if !strings.Contains(string(got), "[0] got hello\n") || strings.Count(string(got), "got hello") != 1 || strings.Count(string(got), "got \n") != 15 {
+		t.Errorf("output:\n%s\nwant rank 0 alone to get the stdin", got)
+	}
+}
+
+// TestE2EAgentCutHost: a host cut off is a lost host, and its agent, hearing nothing from
+// ccrun, ends its ranks even before the cable is back.
+func TestE2EAgentCutHost(t *testing.T) {
+	tb := needTestbed(t)
+	healed := false
+	heal := func() {
+		if !healed {
+			healed = true
+			if out, err := exec.Command(tb.tool, "heal", "tb8").CombinedOutput(); err != nil {
+				t.Errorf("testbed heal tb8: %v: %s", err, out)
+			}
+		}
+	}
+	j, list := markedJob(t, nil, "--ssh-config", tb.sshConfig, "-H", tb.addr(7)+":2,"+tb.addr(8)+":2", "-np", "4",
+		"--ssh-keepalive", "1s", "/bin/sh", "-c", family)
+	waitLines(t, j, j.out.String, readyRe, 4)
+	if out, err := exec.Command(tb.tool, "cut", "tb8").CombinedOutput(); err != nil {
+		t.Fatalf("testbed cut tb8: %v: %s", err, out)
+	}
+	t.Cleanup(heal)
+	code := j.wait(t, 2*time.Minute)
+	if code != 1 || !strings.Contains(j.err.String(), "lost the SSH connection to host "+tb.addr(8)) {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1 and the lost host %s", code, j.err, tb.addr(8))
+	}
+	// Still cut: the agent on tb8 has had no ping for 3 s.
+	checkNoneOf(t, list, 30*time.Second)
+	heal()
+}
