@@ -216,7 +216,18 @@ func (c *Conn) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error)
 		case <-c.done:
 			err = c.err
 		case <-ctx.Done():
-			err = context.Cause(ctx)
+			// The start is on its way: the rank, if it starts, is killed at once, and its
+			// exit is read and dropped.
+			c.wg.Go(func() {
+				select {
+				case m := <-ch:
+					if m.Pid != 0 {
+						c.fw.json(tSignal, signalMsg{Rank: rank, Signal: int(syscall.SIGKILL)})
+					}
+				case <-c.done:
+				}
+			})
+			return nil, fmt.Errorf("host %s: start: %w", c.host, context.Cause(ctx))
 		}
 	}
 	c.mu.Lock()
@@ -244,12 +255,15 @@ func (c *Conn) started(p *remoteProc, m startedMsg, stdin io.Reader) launch.Proc
 }
 
 // Close ends the stream: the agent ends every rank still running. Ranks not yet ended
-// report the end of the stream.
+// report the end of the stream. It waits for the stream's goroutines (see Shut).
 func (c *Conn) Close() error {
-	c.closer.Close()
+	c.Shut()
 	c.wg.Wait()
 	return nil
 }
+
+// Shut closes the stream without waiting for the agent to close its end.
+func (c *Conn) Shut() { c.closer.Close() }
 
 // Done is closed when the stream has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }

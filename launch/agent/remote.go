@@ -198,12 +198,15 @@ func (r *SSH) Close() error {
 	conns := r.conns
 	r.conns = map[string]*Conn{}
 	r.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, c := range conns {
-		wg.Go(func() { c.Close() })
+		c.Shut()
 	}
-	wg.Wait()
-	return r.fallback.Close()
+	// Closing the connections ends the streams of hosts that do not answer any more.
+	err := r.fallback.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	return err
 }
 
 // tail keeps the last max bytes written to it: an agent's stderr, for messages.
