@@ -9,9 +9,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,4 +105,69 @@ func TestE2EAgentCutHost(t *testing.T) {
 	// Still cut: the agent on tb8 has had no ping for 3 s.
 	checkNoneOf(t, list, 30*time.Second)
 	heal()
+}
+
+// TestE2EAgentKilled: kill -9 of a host's agent is a lost host; its ranks and their
+// children go with it (each has a lifeline to the agent), the other host's at teardown.
+func TestE2EAgentKilled(t *testing.T) {
+	tb := needTestbed(t)
+	j, list := markedJob(t, nil, "-v", "--ssh-config", tb.sshConfig, "-H", tb.addr(6)+":2,"+tb.addr(7)+":2", "-np", "4", "/bin/sh", "-c", family)
+	waitLines(t, j, j.out.String, readyRe, 4)
+	m := regexp.MustCompile(`ccrun: host ` + regexp.QuoteMeta(tb.addr(7)) + `: agent pid (\d+) on tb7`).FindStringSubmatch(j.err.String())
+	if m == nil {
+		t.Fatalf("no agent on tb7 in:\n%s", j.err)
+	}
+	var pid int
+	fmt.Sscan(m[1], &pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil { // one process table for all hosts
+		t.Fatalf("kill -9 %d (the agent on tb7): %v", pid, err)
+	}
+	code := j.wait(t, time.Minute)
+	if want := "lost the agent on host " + tb.addr(7) + ": killed by signal KILL"; code != 1 || !strings.Contains(j.err.String(), want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1 and %q", code, j.err, want)
+	}
+	checkNoneOf(t, list, 20*time.Second)
+}
+
+// TestE2EAgentFallback: a host without ccrun at ccrun's path nor in its PATH, and a host
+// whose ccrun speaks another protocol version, each get a session per rank, with a note
+// under -v; the job runs as usual. ccrun runs from /dev/shm, which each host has its own of.
+func TestE2EAgentFallback(t *testing.T) {
+	tb := needTestbed(t)
+	bin, _ := binaries(t)
+	dir, err := os.MkdirTemp("/dev/shm", "ccrun-e2e-")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	self := filepath.Join(dir, "ccrun")
+	if out, err := exec.Command("cp", bin, self).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	// On tb8, a "ccrun" that answers with a hello of version 99 (a 37-byte frame).
+	fake := `mkdir -p ` + dir + ` && printf '#!/bin/sh\nprintf "\\000\\000\\000\\045\\001{\\"magic\\":\\"ccrun-agent\\",\\"version\\":99}"\n' >` + self + ` && chmod +x ` + self
+	if out, err := exec.Command(tb.tool, "ssh", "tb8", fake).CombinedOutput(); err != nil {
+		t.Fatalf("fake ccrun on tb8: %v: %s", err, out)
+	}
+	defer exec.Command(tb.tool, "ssh", "tb8", "rm -rf "+dir).Run()
+	cmd := exec.Command(self, "-v", "--ssh-config", tb.sshConfig, "-H", tb.addr(7)+":2,"+tb.addr(8)+":2", "-np", "4", "-l",
+		"/bin/sh", "-c", `echo "$CC_RANK on $(hostname)"`)
+	var out, errb syncBuf
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, errb.String())
+	}
+	for _, want := range []string{
+		"ccrun: host " + tb.addr(7) + ": no agent: EOF (no ccrun at " + self + " nor in PATH=",
+		"ccrun: host " + tb.addr(8) + ": no agent: agent protocol version 99, want 1 (ccrun and its agent are different builds): one SSH session per rank there",
+	} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	for r, h := range []string{"tb7", "tb7", "tb8", "tb8"} {
+		if want := fmt.Sprintf("[%d] %d on %s\n", r, r, h); !strings.Contains(out.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, out.String())
+		}
+	}
 }
