@@ -25,8 +25,8 @@ type Conn struct {
 	fr     *frameReader
 	closer io.Closer
 	ended  func(error) error
-	// Agent is the agent's hello: its host name and pid.
-	Agent helloMsg
+	// Agent is what the agent said of itself in its hello.
+	Agent Info
 
 	mu      sync.Mutex
 	starts  map[int]chan startedMsg
@@ -69,7 +69,7 @@ func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Close
 		c.Close()
 		return nil, &Error{Host: host, Err: err}
 	}
-	cn.Agent = h
+	cn.Agent = Info{Host: h.Host, Pid: h.Pid}
 	cn.wg.Go(cn.read)
 	if keepalive > 0 {
 		cn.wg.Go(func() { cn.ping(keepalive) })
@@ -91,6 +91,12 @@ func (c *Conn) ping(interval time.Duration) {
 	}
 }
 
+// Info is an agent as its hello describes it.
+type Info struct {
+	Host string // its host name (uname -n)
+	Pid  int    // its process id there
+}
+
 // Error is an agent that could not be reached on a host: ccrun falls back to a session
 // per rank there.
 type Error struct {
@@ -98,6 +104,7 @@ type Error struct {
 	Err  error
 }
 
+// Error reads "host tb3: no agent: EOF (...)".
 func (e *Error) Error() string { return fmt.Sprintf("host %s: no agent: %v", e.Host, e.Err) }
 
 // Unwrap returns the cause.
@@ -286,6 +293,7 @@ type remoteProc struct {
 	exited         chan struct{}
 }
 
+// Pid is the rank's pid on the agent's host; 0 if it could not start.
 func (p *remoteProc) Pid() int { return p.pid }
 
 // Signal asks the agent to signal the rank's process group; after the stream's end it
@@ -305,6 +313,7 @@ func (p *remoteProc) Signal(sig syscall.Signal) error {
 	return nil
 }
 
+// Wait returns the rank's exit as the agent reported it, or the stream's end.
 func (p *remoteProc) Wait() launch.Exit {
 	<-p.exited
 	return p.exit

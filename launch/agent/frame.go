@@ -221,6 +221,7 @@ func readHello(fr *frameReader) (helloMsg, error) {
 // VersionError is a peer that speaks another version of the protocol.
 type VersionError struct{ Theirs int }
 
+// Error names both versions.
 func (e *VersionError) Error() string {
 	return fmt.Sprintf("agent protocol version %d, want %d (ccrun and its agent are different builds)", e.Theirs, Version)
 }

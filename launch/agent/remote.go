@@ -155,6 +155,7 @@ type LostError struct {
 	Err  error
 }
 
+// Error reads "lost the agent on host tb3: killed by signal KILL".
 func (e *LostError) Error() string {
 	return fmt.Sprintf("lost the agent on host %s: %v", e.Host, e.Err)
 }
