@@ -97,7 +97,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SSHKeepalive, "ssh-keepalive", 5*time.Second, "interval of SSH keepalives")
 	fs.IntVar(&o.SSHKeepaliveMax, "ssh-keepalive-count", 3, "unanswered keepalives in a row after which a host counts as lost")
 	fs.IntVar(&o.SSHParallel, "ssh-parallel", 32, "hosts contacted at once")
-	fs.IntVar(&o.SSHMaxSessions, "ssh-max-sessions", 8, "ranks per SSH connection (sshd's MaxSessions is 10 by default)")
+	fs.IntVar(&o.SSHMaxSessions, "ssh-max-sessions", 8, "sessions per SSH connection: one per host with an agent, one per rank without (sshd's MaxSessions is 10 by default)")
 }
 
 const long = `ccrun starts PROGRAM as NP ranks on this machine or on hosts reached over SSH,
