@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,14 +37,21 @@ func TestE2ENoOrphans(t *testing.T) {
 	}
 }
 
-// TestE2EAgent: 64 ranks on 8 hosts through one agent each: every rank's output arrives
+// TestE2EAgent: 8 ranks on every host (64 on 8) through one agent each: every rank's output arrives
 // whole and tagged, stdin reaches every rank (--stdin all) and rank 0 alone (the default),
 // (TestE2ERankExitCodeAndPreload runs the agent copied with --preload-binary.)
 func TestE2EAgent(t *testing.T) {
 	tb := needTestbed(t)
 	bin, _ := binaries(t)
 	line := strings.Repeat("x", 40000) // more than one frame of output
-	cmd := exec.Command(bin, tb.args("-v", "-np", "64", "--tag-output", "--stdin", "all", "/bin/sh", "-c",
+	// 8 ranks on every host, whatever slots the testbed's hostfile gives.
+	var hosts []string
+	for _, a := range tb.addrs {
+		hosts = append(hosts, a+":8")
+	}
+	np := strconv.Itoa(8 * len(hosts))
+	on := []string{"--ssh-config", tb.sshConfig, "-H", strings.Join(hosts, ",")}
+	cmd := exec.Command(bin, append(on, "-v", "-np", np, "--tag-output", "--stdin", "all", "/bin/sh", "-c",
 		`n=$(wc -l); i=0; while [ $i -lt 3 ]; do echo "$CC_RANK $n `+line+`"; i=$((i+1)); done`)...)
 	cmd.Stdin = strings.NewReader(strings.Repeat("a line of stdin\n", 50000)) // 800 KB: flow control
 	var out, errb syncBuf
@@ -51,23 +59,23 @@ func TestE2EAgent(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v; stderr:\n%s", err, errb.String())
 	}
-	for k := 1; k <= 8; k++ {
+	for k := 1; k <= len(hosts); k++ {
 		if !regexp.MustCompile(fmt.Sprintf(`(?m)^ccrun: host %s: agent pid \d+ on tb%d$`, regexp.QuoteMeta(tb.addr(k)), k)).MatchString(errb.String()) {
 			t.Errorf("no agent on host %s; stderr:\n%s", tb.addr(k), errb.String())
 		}
 	}
-	for r := range 64 {
+	for r := range 8 * len(hosts) {
 		want := fmt.Sprintf("[1,%d]<stdout>:%d 50000 %s\n", r, r, line)
 		if n := strings.Count(out.String(), want); n != 3 {
 			t.Errorf("rank %d: %d whole lines with 50000 stdin lines, want 3", r, n)
 		}
 	}
-	if n := strings.Count(out.String(), "\n"); n != 64*3 {
-		t.Errorf("%d lines in all, want %d", n, 64*3)
+	if n := strings.Count(out.String(), "\n"); n != 8*len(hosts)*3 {
+		t.Errorf("%d lines in all, want %d", n, 8*len(hosts)*3)
 	}
 
 	// Default: rank 0 alone reads stdin; the others read /dev/null.
-	cmd = exec.Command(bin, tb.args("-np", "16", "-l", "/bin/sh", "-c", `echo "got $(cat)"`)...)
+	cmd = exec.Command(bin, append(on, "-np", "16", "--map-by", "node", "-l", "/bin/sh", "-c", `echo "got $(cat)"`)...)
 	cmd.Stdin = strings.NewReader("hello")
 	got, err := cmd.Output()
 	if err != nil {
