@@ -72,6 +72,10 @@ type Options struct {
 	// use ccrun's if it exists there, else their login directory.
 	Wdir   string
 	Output Output
+	// Stdin is ccrun's standard input; StdinTo says which ranks read it (the zero value:
+	// rank 0, as with mpirun). Nil: every rank reads /dev/null.
+	Stdin   io.Reader
+	StdinTo StdinTarget
 	// Timeout ends the job with exit status 110 when it expires; 0 means none.
 	Timeout time.Duration
 	// Grace is the time between SIGTERM and SIGKILL at teardown.
@@ -198,6 +202,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.Hosts = OneNode(o.Hosts, o.IsLocal)
 	slots, err := Place(o.Hosts, o.Placement)
 	if err != nil {
+		return nil, err
+	}
+	if err := o.StdinTo.check(len(slots)); err != nil {
 		return nil, err
 	}
 	base, err := BaseEnv(o.Environ, o.Env)

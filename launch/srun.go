@@ -164,6 +164,7 @@ func (s *Srun) Preload(context.Context, string, string) (string, error) {
 // Start runs one srun step for spec and returns once the task has reported its pid (or
 // srun has ended without it).
 func (s *Srun) Start(ctx context.Context, spec Spec) (Proc, error) {
+	dropStdin(spec.Stdin) // srun's own stdin forwarding is not used: /dev/null
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("no program to run")
 	}

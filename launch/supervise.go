@@ -58,6 +58,7 @@ type supervisor struct {
 	root    <-chan bootstrap.Event
 	pmi     <-chan pmi.Event // the PMI-1 server's rank failures (see handlePMI)
 	streams *streams
+	stdin   *stdinFan
 
 	phase       phase
 	stopping    chan struct{} // closed at teardown: starts not yet begun are skipped
@@ -86,6 +87,7 @@ func newSupervisor(j *job, root <-chan bootstrap.Event) *supervisor {
 	for i, sl := range j.slots {
 		s.rep.Ranks[i].Slot = sl
 	}
+	s.stdin = newStdinFan(j.o.Stdin, j.o.StdinTo, n)
 	s.streams = newStreams(j.o.Output, func(err error) { s.events <- event{kind: evOutputClosed, rank: -1, err: err} })
 	return s
 }
@@ -167,7 +169,9 @@ func (s *supervisor) startAll(ctx context.Context) {
 				s.events <- event{kind: evStartFailed, rank: sl.Rank, err: err}
 				return
 			}
-			p, err := s.j.spawner(sl.Host).Start(ctx, s.j.spec(sl, out, errw))
+			spec := s.j.spec(sl, out, errw)
+			spec.Stdin = s.stdin.reader(sl.Rank)
+			p, err := s.j.spawner(sl.Host).Start(ctx, spec)
 			if err != nil {
 				out.Close()
 				errw.Close()
@@ -190,6 +194,7 @@ func (s *supervisor) settle(r int) {
 	if !s.settled[r] {
 		s.settled[r] = true
 		s.open--
+		s.stdin.drop(r)
 	}
 }
 

@@ -222,6 +222,8 @@ func TestBadInput(t *testing.T) {
 		{"ssh parallel -1", []string{"--ssh-parallel", "-1", "true"}, 2, "ccrun: bad --ssh-parallel -1: want 1 or more"},
 		{"ssh sessions 0", []string{"--ssh-max-sessions", "0", "true"}, 2, "ccrun: bad --ssh-max-sessions 0: want 1 or more"},
 		{"ssh port", []string{"--ssh-port", "70000", "true"}, 2, "ccrun: bad --ssh-port 70000: want 1-65535 (0: the ssh config's Port, else 22)"},
+		{"bad --stdin", []string{"--stdin", "first", "true"}, 2, `ccrun: bad --stdin "first": want all, none or a rank number (0 is the default)`},
+		{"--stdin rank out of the job", []string{"-np", "2", "--stdin", "2", "true"}, 2, "ccrun: bad --stdin 2: the job has 2 rank(s), 0-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,6 +47,8 @@ type Options struct {
 	Launcher      string
 	// AllowSingletons runs an Open MPI program anyway (see checkMPI).
 	AllowSingletons bool
+	NoAgent         bool
+	Stdin           string
 
 	SSHPort         int
 	SSHUser         string
@@ -89,6 +91,8 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Preload, "preload-binary", false, "copy the program to each remote host over SSH before starting it")
 	fs.BoolVar(&o.DisplayMap, "display-map", false, "print the rank-to-host map before starting")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
+	fs.StringVar(&o.Stdin, "stdin", "0", "which ranks read ccrun's stdin: a rank, all, or none (/dev/null); the others read /dev/null")
+	fs.BoolVar(&o.NoAgent, "no-agent", false, "start each remote rank in an SSH session of its own instead of through one ccrun agent per host")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
 	fs.BoolVar(&o.AllowSingletons, "allow-singletons", false, "run an Open MPI (PMIx) program anyway, each rank as a 1-rank MPI job (ccrun serves MPICH's PMI-1 only)")
 
@@ -102,7 +106,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SSHKeepalive, "ssh-keepalive", 5*time.Second, "interval of SSH keepalives")
 	fs.IntVar(&o.SSHKeepaliveMax, "ssh-keepalive-count", 3, "unanswered keepalives in a row after which a host counts as lost")
 	fs.IntVar(&o.SSHParallel, "ssh-parallel", 32, "hosts contacted at once")
-	fs.IntVar(&o.SSHMaxSessions, "ssh-max-sessions", 8, "ranks per SSH connection (sshd's MaxSessions is 10 by default)")
+	fs.IntVar(&o.SSHMaxSessions, "ssh-max-sessions", 8, "sessions per SSH connection: one per host with an agent, one per rank without (sshd's MaxSessions is 10 by default)")
 }
 
 const long = `ccrun starts PROGRAM as NP ranks on this machine or on hosts reached over SSH,
@@ -115,7 +119,9 @@ forwards their output, and ends the whole job as soon as one rank fails.
 Hosts come from -H and --hostfile; with neither, inside a Slurm allocation from
 SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; otherwise the job runs here, one
 slot per CPU (more ranks need --oversubscribe).
-Remote ranks start over SSH, or with --launcher srun as Slurm job steps.
+Remote ranks start over SSH, through one ccrun agent per host (--no-agent: one
+session per rank), or with --launcher srun as Slurm job steps. Rank 0 reads
+ccrun's stdin (--stdin).
 ccrun's own flags end at PROGRAM: everything after it belongs to PROGRAM.
 
 Every rank gets CC_RANK, CC_NRANKS, CC_LOCAL_RANK, CC_LOCAL_NRANKS, CC_NODE_RANK,

@@ -19,6 +19,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
 	"github.com/seed-760dd1f1/cc/launch"
+	"github.com/seed-760dd1f1/cc/launch/agent"
 	"github.com/seed-760dd1f1/cc/launch/hostfile"
 	"github.com/seed-760dd1f1/cc/launch/sshspawn"
 	"github.com/spf13/cobra"
@@ -26,6 +27,9 @@ import (
 
 // run is the whole program (see cli.RunFunc).
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && args[1] == agent.Flag {
+		return runAgent(ctx, stderr)
+	}
 	ctx, kill, stop := trapSignals(ctx)
 	defer stop()
 	var o Options
@@ -156,6 +160,12 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 		}
 		logw.printf("ccrun: warning: %s: %s is not set in ccrun's environment; the ranks do not get it\n", flag, name)
 	}
+	if lo.StdinTo, err = stdinTarget(o.Stdin, len(slots)); err != nil {
+		return err
+	}
+	if lo.StdinTo != launch.StdinNone {
+		lo.Stdin = ranksStdin(stdinFile)
+	}
 	if o.DisplayMap {
 		writeMap(stdout, slots)
 	}
@@ -173,7 +183,10 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 		if err != nil {
 			return err
 		}
-		lo.Remote = launch.SSH(sp)
+		self, err := os.Executable()
+		lo.Remote = agent.NewSSH(sp, agent.SSHOptions{
+			Path: self, Preload: o.Preload, Disabled: o.NoAgent || err != nil, Keepalive: o.SSHKeepalive, Logf: logf,
+		})
 	}
 	fwd, stop := forwardSignals()
 	defer stop()

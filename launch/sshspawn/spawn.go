@@ -68,6 +68,7 @@ type host struct {
 	dialMu     sync.Mutex // one extra connection dialled at a time
 	preloadMu  sync.Mutex
 	preloadDir string
+	preloaded  map[string]bool // names copied to preloadDir
 }
 
 // New checks cfg and reads the ssh config. It does not touch the network.
