@@ -105,6 +105,9 @@ func DecodeJoin(b []byte) (Join, error) {
 	if n > wire.MaxJobIDLen {
 		return Join{}, fmt.Errorf("join record: communicator id of %d bytes, at most %d", n, wire.MaxJobIDLen)
 	}
+	if !zero(b[29:40]) || !zero(b[40+n:]) {
+		return Join{}, errors.New("join record: padding is not zero")
+	}
 	j := Join{Rank: v[0], NNodes: v[1], Node: v[2], Rail: v[3], Channel: v[4], StepBytes: v[5], Comm: string(b[40 : 40+n])}
 	return j, j.check()
 }
@@ -176,6 +179,9 @@ func DecodeDesc(b []byte) (Desc, error) {
 	}
 	if !bytes.Equal(b[:4], descMagic[:]) {
 		return Desc{}, fmt.Errorf("descriptor starts %q, want %q", b[:4], descMagic[:])
+	}
+	if b[15] != 0 || !zero(b[72:]) {
+		return Desc{}, errors.New("descriptor: padding is not zero")
 	}
 	var v [5]int64
 	for i := range v {
@@ -265,4 +271,13 @@ func decodeAck(b []byte) (string, error) {
 		return "", errors.New("malformed answer to the descriptor: text too long")
 	}
 	return string(b[7 : 7+n]), nil
+}
+
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
