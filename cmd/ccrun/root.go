@@ -42,6 +42,8 @@ type Options struct {
 	DisplayMap    bool
 	Verbose       bool
 	Launcher      string
+	CollNet       string // --collnet-server: the host of the aggregation server, "" for none
+	CollNetServe  string // the hidden server mode's listen address
 
 	SSHPort         int
 	SSHUser         string
@@ -82,6 +84,12 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DisplayMap, "display-map", false, "print the rank-to-host map before starting")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
+	fs.StringVar(&o.CollNet, "collnet-server", "", "start the CollNet aggregation server on HOST (--collnet-server=HOST; alone: this machine) and give ranks CC_COLLNET_SERVER; ranks use it with NCCL_COLLNET_ENABLE=1")
+	fs.Lookup("collnet-server").NoOptDefVal = collnetHere
+	// The server's own process: ccrun starts itself in this mode (a flag, not a
+	// subcommand, so that no program name is shadowed).
+	fs.StringVar(&o.CollNetServe, collnetServeFlag, "", "run as the CollNet aggregation server listening on ADDR (started by --collnet-server)")
+	fs.MarkHidden(collnetServeFlag)
 
 	fs.IntVar(&o.SSHPort, "ssh-port", 0, "SSH port; default: the ssh config's Port, else 22")
 	fs.StringVar(&o.SSHUser, "ssh-user", "", "SSH login name; default: the hostfile's user=, the ssh config's User, else your user name")
@@ -136,7 +144,7 @@ func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
+			if len(args) == 0 && o.CollNetServe == "" {
 				return cli.Errorf(exitUsage, "no program given: usage: ccrun [flags] PROGRAM [ARGS...] (ccrun -h for help)")
 			}
 			return nil

@@ -34,6 +34,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return cli.WithCode(exitUsage, err)
 		}
 		lookup := cli.Lookup(environ)
+		if o.CollNetServe != "" {
+			return serveCollNet(ctx, o.CollNetServe, lookup, stdout, stderr)
+		}
 		if t, ok := lookup("MPIEXEC_TIMEOUT"); ok && !cmd.Flags().Changed("timeout") && !v.IsSet("timeout") {
 			n, err := strconv.Atoi(t)
 			if err != nil {
@@ -139,7 +142,7 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 	}
 	if o.Launcher == launcherSrun {
 		lo.Remote = &launch.Srun{Environ: environ}
-	} else if needsSSH(hosts) {
+	} else if needsSSH(hosts) || (o.CollNet != "" && !isLocal(o.CollNet)) {
 		sp, err := sshspawn.New(sshspawn.Config{
 			User: o.SSHUser, Port: o.SSHPort, Identities: o.SSHIdentity, KnownHosts: o.SSHKnownHosts,
 			ConfigFile: o.SSHConfig, AcceptNew: o.SSHAcceptNew, ConnectTimeout: o.SSHTimeout,
@@ -152,6 +155,9 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 			return err
 		}
 		lo.Remote = launch.SSH(sp)
+	}
+	if lo.CollNet, err = collnetServer(o); err != nil {
+		return err
 	}
 	fwd, stop := forwardSignals()
 	defer stop()
