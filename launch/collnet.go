@@ -16,6 +16,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seed-760dd1f1/cc/runtime/collnet"
+	"github.com/seed-760dd1f1/cc/runtime/wire"
 )
 
 // CollNetServer asks Run to start the CollNet aggregation server.
@@ -52,9 +55,12 @@ func (s *ServerState) name() string { return "collnet aggregation server " + s.A
 
 // server is a started aggregation server.
 type server struct {
-	state *ServerState
-	proc  Proc
-	exit  chan Exit // its Exit, once
+	state   *ServerState
+	proc    Proc
+	exit    chan Exit // its Exit, once
+	exited  bool      // exit has been received
+	lost    <-chan error
+	unwatch context.CancelFunc
 }
 
 // startServer starts the aggregation server, waits for its port and adds
@@ -78,7 +84,7 @@ func (j *job) startServer(ctx context.Context) (*server, error) {
 		return nil, fmt.Errorf("collnet aggregation server on %s: %w", cn.Host, err)
 	}
 	st.Pid = p.Pid()
-	s := &server{state: st, proc: p, exit: make(chan Exit, 1)}
+	s := &server{state: st, proc: p, exit: make(chan Exit, 1), unwatch: func() {}}
 	go func() { s.exit <- p.Wait() }()
 	t := time.NewTimer(collnetStartTimeout)
 	defer t.Stop()
@@ -104,6 +110,14 @@ func (j *job) startServer(ctx context.Context) (*server, error) {
 		s.stop(j.o.Grace)
 		return nil, err
 	}
+	// ccrun watches the server's link as the ranks do, so that it learns of
+	// a cut-off host about when they do, not at SSH's keepalive timeout.
+	wctx, unwatch := context.WithCancel(context.Background())
+	s.unwatch = unwatch
+	if s.lost, err = collnet.Watch(wctx, st.Addr, wire.Job{ID: j.id, Secret: []byte(j.secret)}); err != nil {
+		s.stop(j.o.Grace)
+		return nil, err
+	}
 	j.base = append(j.base, "CC_COLLNET_SERVER="+st.Addr)
 	j.o.Logf("%s on %s (pid %d)", st.name(), cn.Host, st.Pid)
 	return s, nil
@@ -125,15 +139,21 @@ func (j *job) serverHost() string {
 }
 
 // stop ends the server (SIGTERM, grace, SIGKILL, then at most killWait)
-// and records how it ended, unless it had died already.
+// unless it has ended, and records how it ended unless it had died
+// before.
 func (s *server) stop(grace time.Duration) {
-	if s.state.Died {
+	s.unwatch()
+	if s.exited {
 		return
 	}
+	s.exited = true
 	var ex Exit
 	select {
 	case ex = <-s.exit:
-		s.state.Died = true // it ended by itself, unseen by the supervisor
+		if !s.state.Died {
+			s.state.Died, s.state.Exit = true, ex // it ended by itself, unseen by the supervisor
+		}
+		return
 	default:
 		s.proc.Signal(syscall.SIGTERM)
 		select {
@@ -146,9 +166,10 @@ func (s *server) stop(grace time.Duration) {
 				ex = Exit{Err: fmt.Errorf("no exit status %v after SIGKILL (host %s not answering)", killWait, s.state.Host)}
 			}
 		}
-		s.state.Died = ex.Err != nil // a lost host is a failure, not a stop
 	}
-	s.state.Exit = ex
+	if !s.state.Died {
+		s.state.Died, s.state.Exit = ex.Err != nil, ex // a lost host is a failure, not a stop
+	}
 }
 
 // collnetFailWait is how long the ranks get, after the server died, to
@@ -163,6 +184,15 @@ var collnetFailWait = 20 * time.Second
 // themselves, naming it, before the teardown.
 func (s *supervisor) serverDied(ex Exit) {
 	st := s.srv.state
+	if st.Died {
+		// Its connection was lost first; a status of its own says more
+		// (killed, exited) than the lost connection, a lost host does not.
+		if ex.Err == nil && s.rep.Cause != nil && s.rep.Cause.Kind == CauseServer {
+			st.Exit = ex
+			s.rep.Cause.Err = errors.New(ex.String())
+		}
+		return
+	}
 	st.Died, st.Exit = true, ex
 	s.rep.Cause = &Cause{Kind: CauseServer, Rank: -1, Host: st.Host, Err: errors.New(ex.String())}
 	if s.phase == running {
@@ -179,10 +209,18 @@ func (s *supervisor) letRanksFail(c *Cause) bool {
 
 // serverExit is the server's exit channel while the supervisor watches it.
 func (s *supervisor) serverExit() <-chan Exit {
-	if s.srv == nil || s.srv.state.Died {
+	if s.srv == nil || s.srv.exited {
 		return nil
 	}
 	return s.srv.exit
+}
+
+// serverLost is the server's watch channel until the server is known dead.
+func (s *supervisor) serverLost() <-chan error {
+	if s.srv == nil || s.srv.state.Died {
+		return nil
+	}
+	return s.srv.lost
 }
 
 // firstLine hands the first line written to it to got, and every line,

@@ -164,7 +164,7 @@ func (r *Report) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "ccrun terminated the job: %v.\n", c.Err)
 	case CauseServer:
 		s := r.Server
-		fmt.Fprintf(w, "%s (host %s, PID %d) ended while the job ran: %v\n", s.name(), s.Host, s.Pid, c.Err)
+		fmt.Fprintf(w, "%s (host %s, PID %d) failed while the job ran: %v\n", s.name(), s.Host, s.Pid, c.Err)
 		fmt.Fprintf(w, "Every rank's CollNet collectives fail without it; ranks that report it\n"+
 			"lost failed because of it.\n")
 	}

@@ -137,7 +137,14 @@ func (s *supervisor) run(ctx context.Context) *Report {
 			s.giveUp = nil
 			s.abandon()
 		case ex := <-s.serverExit():
+			s.srv.exited = true
 			s.serverDied(ex)
+		case err, ok := <-s.serverLost():
+			if !ok {
+				s.srv.lost = nil
+				continue
+			}
+			s.serverDied(Exit{Err: err})
 		case <-timerC(s.serverWait):
 			s.serverWait = nil
 			s.fail(s.rep.Cause)

@@ -2,7 +2,9 @@ package collnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/seed-760dd1f1/cc/runtime/engine"
@@ -144,4 +146,36 @@ func (r *Receiver) Wait(nsteps, nbytes int) ([]byte, error) {
 		return nil, lost(r.addr, err)
 	}
 	return b, nil
+}
+
+// watchChannel is the channel of a watcher's hello: a connection that only
+// tells its dialler when the server is lost (Watch).
+const watchChannel = -1
+
+// Watch connects to the server as a watcher (ccrun does, beside the
+// ranks) and returns a channel that gets the error ("connection lost:
+// <cause>") once the connection is lost: the server died or its host is cut off (keepalives, within about
+// tcp.DuplexTimeout, as the heads notice it). Cancelling ctx closes the
+// connection without a report.
+func Watch(ctx context.Context, addr string, job wire.Job) (<-chan error, error) {
+	c, err := wire.Dial(ctx, addr, job, wire.Hello{Kind: wire.KindCollNet, Channel: watchChannel}, 3, 100*time.Millisecond)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", Name, addr, err)
+	}
+	tcp.SetLiveness(c, tcp.DuplexTimeout)
+	lostc := make(chan error, 1)
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	go func() {
+		defer c.Close()
+		var b [1]byte
+		_, err := c.Read(b[:]) // the server never writes: any return is the end
+		if stop() {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = errors.New("the server closed the connection")
+			}
+			lostc <- fmt.Errorf("connection lost: %w", err)
+		}
+		close(lostc)
+	}()
+	return lostc, nil
 }

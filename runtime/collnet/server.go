@@ -155,6 +155,14 @@ func (s *Server) admit(c net.Conn) {
 		s.drop(c, "kind %v, want %v", h.Kind, wire.KindCollNet)
 		return
 	}
+	if h.Channel == watchChannel {
+		// A watcher (Watch): keep the connection until it or the server
+		// closes it; its keepalives tell it if this host is lost.
+		tcp.SetLiveness(c, tcp.DuplexTimeout)
+		io.Copy(io.Discard, c)
+		s.untrack(c)
+		return
+	}
 	var b [JoinSize]byte
 	c.SetReadDeadline(time.Now().Add(wire.HandshakeTimeout))
 	if _, err := io.ReadFull(c, b[:]); err != nil {

@@ -21,7 +21,7 @@ import (
 // a wait for TCP's retransmission timeout.
 func Duplex(sock net.Conn, stepBytes int, peer string, onError func(error)) (*SendConn, *RecvConn) {
 	setSockOpts(sock)
-	setLiveness(sock, DuplexTimeout)
+	SetLiveness(sock, DuplexTimeout)
 	return newSendConn([]net.Conn{sock}, stepBytes, peer),
 		newRecvConn(protocols.Simple, []net.Conn{sock}, stepBytes, peer, onError, 0)
 }
@@ -31,9 +31,10 @@ func Duplex(sock net.Conn, stepBytes int, peer string, onError func(error)) (*Se
 // connection fails.
 const DuplexTimeout = 5 * time.Second
 
-// setLiveness turns on keepalive probes every second after a second of
-// silence and TCP_USER_TIMEOUT = d, where the socket allows it.
-func setLiveness(c net.Conn, d time.Duration) {
+// SetLiveness turns on keepalive probes every second after a second of
+// silence and TCP_USER_TIMEOUT = d, where the socket allows it: a peer cut
+// off the network is an error within about d.
+func SetLiveness(c net.Conn, d time.Duration) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return
