@@ -17,6 +17,7 @@ import (
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/collnet"
 	"github.com/seed-760dd1f1/cc/runtime/param"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
 	"github.com/seed-760dd1f1/cc/runtime/wire"
 )
 
@@ -30,17 +31,23 @@ type collnetState struct {
 
 // collnetWhy says why CollNet Direct cannot run kind on this
 // communicator, or "" if it can: NCCL_COLLNET_ENABLE=1 and a server are
-// needed, and algos.CollNetRuns' limits. Unlike NCCL, no NVSwitch is
-// needed (there is none to have).
-func collnetWhy(p *param.Params, kind algos.Coll, topo *algos.Topo) string {
+// needed, algos.CollNetRuns' limits, and a tuner efficiency. Unlike
+// NCCL, no NVSwitch is needed (there is none to have).
+func (c *Comm) collnetWhy(kind algos.Coll) string {
+	p := c.p
 	switch {
 	case !p.CollNetEnable:
 		return "CollNet is disabled (NCCL_COLLNET_ENABLE=0)"
 	case p.CollNetServer == "":
 		return "CollNet has no aggregation server (CC_COLLNET_SERVER is not set: run under ccrun --collnet-server)"
 	}
-	if err := algos.CollNetRuns(kind, topo); err != nil {
+	if err := algos.CollNetRuns(kind, c.topo); err != nil {
 		return err.Error()
+	}
+	for cl, k := range c.consts.Class {
+		if k.Eff[algos.CollNetDirect] <= 0 {
+			return fmt.Sprintf("the tuner's constants (%s) have no CollNetDirect efficiency for class %s", c.consts.Source, tune.Class(cl))
+		}
 	}
 	return ""
 }
@@ -57,7 +64,7 @@ func (c *Comm) checkCollNetForced() error {
 		if !allowed.Has(algos.CollNetDirect) {
 			continue
 		}
-		why := collnetWhy(c.p, kind, c.topo)
+		why := c.collnetWhy(kind)
 		if why == "" {
 			continue
 		}

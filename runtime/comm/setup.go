@@ -146,7 +146,7 @@ func (c *Comm) pickAlgos() []algos.Link {
 				patExcluded = true
 				continue
 			}
-			if row.Algo == algos.CollNetDirect && collnetWhy(c.p, kind, c.topo) != "" {
+			if row.Algo == algos.CollNetDirect && c.collnetWhy(kind) != "" {
 				continue // NCCL_ALGO forcing it alone failed Init (checkCollNetForced)
 			}
 			runs := false
