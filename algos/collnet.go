@@ -130,6 +130,19 @@ func (ls *collnetLanes) waitFor(l, other int, done int) {
 
 func (ls *collnetLanes) add(l int, op Op) { ls[l].Ops = append(ls[l].Ops, op) }
 
+// collnetPlace is where a rank sits for CollNet: the server's peer id,
+// its host and index there, the host's ranks and the others among them.
+type collnetPlace struct {
+	server, host, i int
+	intra, down     []int
+}
+
+func placeOf(rank int, t *Topo) collnetPlace {
+	host, i := t.Host(rank)
+	intra := t.Hosts[host]
+	return collnetPlace{server: CollNetPeer(t.NRanks), host: host, i: i, intra: intra, down: others(intra, i)}
+}
+
 // others is the ranks of a host but its i-th.
 func others(intra []int, i int) []int {
 	out := make([]int, 0, len(intra)-1)
@@ -144,10 +157,8 @@ func others(intra []int, i int) []int {
 func CollNetAllReduce(rank int, t *Topo, nHeads int, p Part) Schedule {
 	mustCheck("collnet all-reduce", checkCollNet(rank, t, nHeads, p))
 	const scatter, reduce, bcast, gather = 0, 1, 2, 3
-	server := CollNetPeer(t.NRanks)
-	host, i := t.Host(rank)
-	intra := t.Hosts[host]
-	down := others(intra, i)
+	pl := placeOf(rank, t)
+	server, i, intra, down := pl.server, pl.i, pl.intra, pl.down
 	var ls collnetLanes
 	for _, loop := range collnetLoops(p, nHeads) {
 		// Scatter: Input piece h to head h, from head i%H on (NCCL's shift).
@@ -192,10 +203,8 @@ func CollNetAllReduce(rank int, t *Topo, nHeads int, p Part) Schedule {
 func CollNetReduceScatter(rank int, t *Topo, count int64, p Part) Schedule {
 	mustCheck("collnet reduce-scatter", checkCollNetRails(rank, t, count, p))
 	const scatter, reduce, recv = 0, 1, 2
-	server := CollNetPeer(t.NRanks)
-	host, i := t.Host(rank)
-	intra := t.Hosts[host]
-	down := others(intra, i)
+	pl := placeOf(rank, t)
+	server, host, i, intra, down := pl.server, pl.host, pl.i, pl.intra, pl.down
 	var ls collnetLanes
 	for y, rs := range t.Hosts {
 		for o, n := range chunks(p.Offset, p.Count, p.Chunk) {
@@ -231,15 +240,11 @@ func CollNetReduceScatter(rank int, t *Topo, count int64, p Part) Schedule {
 func CollNetAllGather(rank int, t *Topo, count int64, p Part) Schedule {
 	mustCheck("collnet all-gather", checkCollNetRails(rank, t, count, p))
 	const send, bcast, gather = 0, 1, 2
-	server := CollNetPeer(t.NRanks)
-	host, i := t.Host(rank)
-	intra := t.Hosts[host]
-	down := others(intra, i)
+	pl := placeOf(rank, t)
+	server, host, i, intra, down := pl.server, pl.host, pl.i, pl.intra, pl.down
 	var ls collnetLanes
-	nchunks := 0
 	for o, n := range chunks(p.Offset, p.Count, p.Chunk) {
 		ls.add(send, Op{RecvFrom: NoPeer, SendTo: server, Src: Input, SrcOff: o, Count: n})
-		nchunks++
 	}
 	for y, rs := range t.Hosts {
 		c := 0

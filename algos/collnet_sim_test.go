@@ -119,15 +119,7 @@ func runCollNet(c collnetCase) (sim.Stats, error) {
 	if err != nil {
 		return stats, errors.Join(append(errs, err)...)
 	}
-	for r := range n {
-		errs = append(errs, diffBuf(r, "Out", ranks[r].Out, o.out[r]))
-		if !c.inPlace {
-			errs = append(errs, diffBuf(r, "In", ranks[r].In, o.in[r]))
-		}
-	}
-	if stats.Rewrites != 0 {
-		errs = append(errs, fmt.Errorf("%d output elements written more than once", stats.Rewrites))
-	}
+	errs = append(errs, checkFinal(ranks[:n], o, c.inPlace, stats)...)
 	return stats, errors.Join(errs...)
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -139,19 +138,7 @@ func TestE2ECollNetCut(t *testing.T) {
 	j.waitOutput(t, listingRe, 2*time.Minute)
 	serverPid(t, bin)
 	time.Sleep(time.Second)
-	if out, err := exec.Command(tb.tool, "cut", "tb7").CombinedOutput(); err != nil {
-		t.Fatalf("testbed cut tb7: %v: %s", err, out)
-	}
-	healed := false
-	heal := func() {
-		if !healed {
-			healed = true
-			if out, err := exec.Command(tb.tool, "heal", "tb7").CombinedOutput(); err != nil {
-				t.Errorf("testbed heal tb7: %v: %s", err, out)
-			}
-		}
-	}
-	t.Cleanup(heal)
+	heal := tb.cut(t, "tb7")
 	code := j.wait(t, 3*time.Minute)
 	t.Logf("ccrun exited %d; stderr:\n%s", code, j.err)
 	checkServerFailure(t, j, code, "lost")
