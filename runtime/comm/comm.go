@@ -244,6 +244,11 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		hostIDs[pi.Rank] = pi.HostID
 	}
 	c.topo = algos.NewTopo(hostIDs)
+	// Every rank fails here alike, before anything a failing peer's abort
+	// could race with is built.
+	if err := c.checkCollNetForced(); err != nil {
+		return err
+	}
 	c.allSHM = c.topo.NHosts() == 1 && !p.SHMDisable
 	if err := c.openSHM(ctx, o.Job, cores); err != nil {
 		return err
@@ -257,9 +262,6 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		c.channels = append(c.channels, newChannel(c, i))
 	}
 	c.tasks = make([]engine.Task, c.nchannels)
-	if err := c.checkCollNetForced(); err != nil {
-		return err
-	}
 	links := c.pickAlgos()
 	if err := c.connect(ctx, links); err != nil {
 		return err
