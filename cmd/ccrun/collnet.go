@@ -24,6 +24,9 @@ func collnetServer(o *Options) (*launch.CollNetServer, error) {
 	if o.CollNet == "" {
 		return nil, nil
 	}
+	if o.Launcher == launcherSrun {
+		return nil, usagef("--collnet-server cannot be used with --launcher srun: the server is not a Slurm task; run ccrun with --launcher ssh")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("--collnet-server: cannot find ccrun's own executable to start the server: %w", err)

@@ -76,6 +76,10 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 	if err := checkLauncher(o, lookup); err != nil {
 		return err
 	}
+	cn, err := collnetServer(o)
+	if err != nil {
+		return err
+	}
 	if err := checkSSH(o); err != nil {
 		return err
 	}
@@ -156,9 +160,7 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 		}
 		lo.Remote = launch.SSH(sp)
 	}
-	if lo.CollNet, err = collnetServer(o); err != nil {
-		return err
-	}
+	lo.CollNet = cn
 	fwd, stop := forwardSignals()
 	defer stop()
 	lo.Forward = fwd

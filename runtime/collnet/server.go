@@ -175,14 +175,18 @@ func (s *Server) admit(c net.Conn) {
 		s.drop(c, "%v", err)
 		return
 	}
-	if g := s.join(c, j); g != nil {
+	g, why := s.join(c, j)
+	switch {
+	case why != "":
+		s.drop(c, "%s", why)
+	case g != nil:
 		s.serve(g)
 	}
 }
 
 // join files socket c of head j in its group and returns the group when
-// it is complete.
-func (s *Server) join(c net.Conn, j Join) *group {
+// it is complete, or why the head does not fit its group.
+func (s *Server) join(c net.Conn, j Join) (*group, string) {
 	k := groupKey{comm: j.Comm, rail: j.Rail, channel: j.Channel}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -193,18 +197,16 @@ func (s *Server) join(c net.Conn, j Join) *group {
 	}
 	switch {
 	case j.NNodes != g.nnodes || j.StepBytes != g.stepBytes:
-		go s.drop(c, "%v: rank %d says %d hosts and %d-byte slots, the group has %d and %d", k, j.Rank, j.NNodes, j.StepBytes, g.nnodes, g.stepBytes)
-		return nil
+		return nil, fmt.Sprintf("%v: rank %d says %d hosts and %d-byte slots, the group has %d and %d", k, j.Rank, j.NNodes, j.StepBytes, g.nnodes, g.stepBytes)
 	case g.socks[j.Node] != nil:
-		go s.drop(c, "%v: host %d has joined already (rank %d)", k, j.Node, g.joins[j.Node].Rank)
-		return nil
+		return nil, fmt.Sprintf("%v: host %d has joined already (rank %d)", k, j.Node, g.joins[j.Node].Rank)
 	}
 	g.socks[j.Node], g.joins[j.Node] = c, j
 	if g.joined++; g.joined < g.nnodes {
-		return nil
+		return nil, ""
 	}
 	delete(s.groups, k) // a later join of the same key starts a new group
-	return g
+	return g, ""
 }
 
 // serve runs a complete group's collectives until a head leaves or an

@@ -11,6 +11,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -179,10 +180,16 @@ func (c *Comm) beginCollNet(k *coll, ch int) error {
 }
 
 // InitLocalCollNet is InitLocalHosts with CollNet Direct: an aggregation
-// server runs in this process for the communicators' job, and p gets
-// NCCL_COLLNET_ENABLE=1 and its address. Close the server after the
-// communicators.
+// server runs in this process for the communicators' job, and p (nil:
+// the environment's settings) gets NCCL_COLLNET_ENABLE=1 and its address.
+// Close the server after the communicators.
 func InitLocalCollNet(ctx context.Context, hosts []string, p *param.Params) ([]*Comm, *collnet.Server, error) {
+	if p == nil {
+		var err error
+		if p, err = param.Load(os.LookupEnv); err != nil {
+			return nil, nil, err
+		}
+	}
 	job, err := NewJob()
 	if err != nil {
 		return nil, nil, err
