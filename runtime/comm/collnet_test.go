@@ -216,3 +216,39 @@ func TestCollNetWrongSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestCollNetSplit: communicators made by Split reach the server with the
+// launcher's job (their own job ids differ) and are served apart: two
+// halves of 2 hosts x 2 ranks, each 2 hosts x 1 rank, all-reduce at once.
+func TestCollNetSplit(t *testing.T) {
+	cs, _ := withCollNet(t, hostsOf(2, 2), map[string]string{"NCCL_ALGO": "collnetdirect", "NCCL_BUFFSIZE": "8192"})
+	const count = 1000
+	outs := make([][]byte, len(cs))
+	mustEach(t, cs, "split and all-reduce", func(c *Comm) error {
+		nc, err := c.Split(t.Context(), c.Rank()%2, c.Rank())
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		send := make([]byte, 4*count)
+		for i := range count {
+			send[4*i] = byte(c.Rank() + 1)
+		}
+		outs[c.Rank()] = make([]byte, 4*count)
+		if err := nc.AllReduce(send, outs[c.Rank()], count, reduce.Int32, reduce.Sum); err != nil {
+			return err
+		}
+		if algo, _, _, _ := nc.Ran(); algo.String() != "CollNetDirect" {
+			return fmt.Errorf("ran %v, want CollNetDirect", algo)
+		}
+		return nil
+	})
+	for r, out := range outs {
+		want := byte(r%2 + 1 + r%2 + 3) // ranks r%2 and r%2+2, plus one each
+		for i := range count {
+			if out[4*i] != want {
+				t.Fatalf("rank %d element %d: %d, want %d", r, i, out[4*i], want)
+			}
+		}
+	}
+}
