@@ -3,14 +3,17 @@ package comm
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/runtime/collnet"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
 )
 
 // CollNet Direct over real connections: fake hosts (CC_HOST_ID) in one
@@ -178,6 +181,16 @@ func TestCollNetForcedUnavailable(t *testing.T) {
 	runCase(t, cs, collCases()[0], 10, false)
 	if algo, _, _, _ := cs[0].Ran(); algo.String() != "Ring" {
 		t.Errorf("ran %v, want Ring", algo)
+	}
+	// The tuner has no CollNet entry unless CollNet is enabled with a server.
+	for _, e := range cs[0].Entries(algos.AllReduce) {
+		if e.Algo == algos.CollNetDirect {
+			t.Errorf("entry %v/%v without NCCL_COLLNET_ENABLE=1 and a server", e.Algo, e.Proto)
+		}
+	}
+	on, _ := withCollNet(t, hostsOf(2, 1), nil)
+	if es := on[0].Entries(algos.AllReduce); !slices.ContainsFunc(es, func(e tune.Choice) bool { return e.Algo == algos.CollNetDirect }) {
+		t.Errorf("entries %v with CollNet enabled and a server: no CollNetDirect", es)
 	}
 }
 
