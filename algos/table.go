@@ -82,6 +82,9 @@ type Args struct {
 	// CC_CTRING_ARCH), from which its row tunes each call; nil means
 	// DefaultCTRingKnobs().
 	CTRing *CTRingKnobs
+	// CollNetHeads is the heads per host CollNet Direct all-reduce asks
+	// for (CC_COLLNET_NHEADS); 0 means as many as possible (CollNetHeads).
+	CollNetHeads int
 }
 
 // NRanks is the number of ranks.
@@ -125,6 +128,9 @@ var Algorithms = []Algorithm{
 	ctringRow(),
 	patRow(ReduceScatter),
 	patRow(AllGather),
+	collnetRow(AllReduce),
+	collnetRow(ReduceScatter),
+	collnetRow(AllGather),
 }
 
 // Preference is the order in which messages list algorithms: the ring

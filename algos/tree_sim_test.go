@@ -139,21 +139,29 @@ func runTree(c treeCase) (sim.Stats, error) {
 	if err != nil {
 		return stats, errors.Join(append(errs, err)...)
 	}
-	for r := range n {
-		errs = append(errs, diffBuf(r, "Out", ranks[r].Out, o.out[r]))
-		if !c.inPlace {
-			errs = append(errs, diffBuf(r, "In", ranks[r].In, o.in[r]))
-		}
-	}
-	if stats.Rewrites != 0 {
-		errs = append(errs, fmt.Errorf("%d output elements written more than once", stats.Rewrites))
-	}
+	errs = append(errs, checkFinal(ranks[:n], o, c.inPlace, stats)...)
 	for l, tr := range stats.Links {
 		if tr.MaxDepth > c.slots {
 			errs = append(errs, fmt.Errorf("link %+v: depth %d, want at most %d", l, tr.MaxDepth, c.slots))
 		}
 	}
 	return stats, errors.Join(errs...)
+}
+
+// checkFinal compares every rank's Out (and In, out of place) with the
+// oracle's, and checks that no output element was written twice.
+func checkFinal(ranks []sim.Rank, o *oracle, inPlace bool, stats sim.Stats) []error {
+	var errs []error
+	for r := range ranks {
+		errs = append(errs, diffBuf(r, "Out", ranks[r].Out, o.out[r]))
+		if !inPlace {
+			errs = append(errs, diffBuf(r, "In", ranks[r].In, o.in[r]))
+		}
+	}
+	if stats.Rewrites != 0 {
+		errs = append(errs, fmt.Errorf("%d output elements written more than once", stats.Rewrites))
+	}
+	return errs
 }
 
 // treeCases rotates reductions, chunks (1, 3, 16), Align (1, 4), channels

@@ -29,6 +29,10 @@ const (
 	// CauseOutput: ccrun's stdout or stderr is a pipe whose reader has gone (ccrun ... |
 	// head): the job ends as a program writing there would, by SIGPIPE.
 	CauseOutput
+	// CauseServer: the CollNet aggregation server ended, or its host was lost, while
+	// the job ran. It comes first whatever the ranks reported: they fail because it is
+	// gone.
+	CauseServer
 )
 
 // Cause is the first thing that went wrong.
@@ -83,13 +87,15 @@ type Report struct {
 	// KillNow names the signal ("SIGINT") that made ccrun SIGKILL every rank without
 	// waiting for the grace period (Options.Kill), or is "".
 	KillNow string
+	// Server is the CollNet aggregation server, when the job had one.
+	Server *ServerState
 }
 
 // ExitCode is ccrun's exit status: 0; the first failing rank's status (its exit code, or
 // 128+signal; for MPI_Abort, the code given to it, modulo 256); 110 (ETIMEDOUT, as Open
 // MPI) for a timeout; 130 for an interrupt (the caller may refine it from Cause.Err); 141
-// (128+SIGPIPE) when ccrun's output was closed; 1 for a lost host or a rank that could not
-// start.
+// (128+SIGPIPE) when ccrun's output was closed; 1 for a lost host, a rank that could not
+// start or a lost CollNet aggregation server.
 func (r *Report) ExitCode() int {
 	c := r.Cause
 	if c == nil {
@@ -160,6 +166,11 @@ func (r *Report) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "ccrun was interrupted (%v) and terminated the job.\n", c.Err)
 	case CauseOutput:
 		fmt.Fprintf(w, "ccrun terminated the job: %v.\n", c.Err)
+	case CauseServer:
+		s := r.Server
+		fmt.Fprintf(w, "%s (host %s, PID %d) failed while the job ran: %v\n", s.name(), s.Host, s.Pid, c.Err)
+		fmt.Fprintf(w, "Every rank's CollNet collectives fail without it; ranks that report it\n"+
+			"lost failed because of it.\n")
 	}
 	if r.KillNow != "" {
 		fmt.Fprintf(w, "%s during the teardown: every rank was killed at once (SIGKILL).\n", r.KillNow)

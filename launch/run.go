@@ -100,6 +100,9 @@ type Options struct {
 	MaxParallel int
 	// Logf receives ccrun's diagnostics; nil discards them.
 	Logf func(format string, args ...any)
+	// CollNet, when set, starts the CollNet aggregation server before the
+	// ranks and supervises it with them (see CollNetServer).
+	CollNet *CollNetServer
 }
 
 // LocalHost is the host list of a job on this machine only: one slot per CPU ccrun may
@@ -226,6 +229,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	j.pmi = pmiSvc
+	var srv *server
+	if o.CollNet != nil {
+		if srv, err = j.startServer(ctx); err != nil {
+			j.ln.Close()
+			pmiSvc.close()
+			return nil, err
+		}
+	}
 	root := bootstrap.NewRoot(j.ln, len(slots), wire.Job{ID: j.id, Secret: []byte(j.secret)}, o.Logf)
 	rootCtx, stopRoot := context.WithCancel(context.Background())
 	served := make(chan struct{})
@@ -237,7 +248,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}()
 	s := newSupervisor(j, root.Events())
 	s.pmi = pmiSvc.srv.Events()
+	s.srv = srv
 	rep := s.run(ctx)
+	if srv != nil {
+		srv.stop(o.Grace)
+		rep.Server = srv.state
+		if srv.state.Died && (rep.Cause == nil || rep.Cause.Kind != CauseServer) {
+			rep.Cause = &Cause{Kind: CauseServer, Rank: -1, Host: srv.state.Host, Err: errors.New(srv.state.Exit.String())}
+		}
+	}
 	stopRoot()
 	root.Close()
 	<-served
@@ -283,6 +302,14 @@ func (j *job) prepare(ctx context.Context) error {
 			j.local[s.Host] = true
 		} else {
 			j.remote = append(j.remote, RemoteHost{Name: s.Host, User: hostInfo[s.Host].User, Port: hostInfo[s.Host].Port})
+		}
+	}
+	if cn := j.o.CollNet; cn != nil && !seen[cn.Host] {
+		// The aggregation server's host need not run a rank.
+		if j.o.IsLocal(cn.Host) {
+			j.local[cn.Host] = true
+		} else {
+			j.remote = append(j.remote, RemoteHost{Name: cn.Host, User: hostInfo[cn.Host].User})
 		}
 	}
 	if len(j.local) > 0 && j.o.Wdir != "" {

@@ -18,7 +18,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(testServerEnv) != "" {
+		os.Exit(testServer()) // this binary as the CollNet aggregation server (collnet_test.go)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // syncBuffer is a bytes.Buffer safe for the supervisor's writers and the test's reads, that
 // also tells waiters when a line containing a marker has arrived.

@@ -69,6 +69,9 @@ type supervisor struct {
 	wg          sync.WaitGroup
 
 	grace, giveUp *time.Timer
+
+	srv        *server     // the CollNet aggregation server, or nil
+	serverWait *time.Timer // the server died: the ranks' time to fail by themselves
 }
 
 func newSupervisor(j *job, root <-chan bootstrap.Event) *supervisor {
@@ -139,6 +142,18 @@ func (s *supervisor) run(ctx context.Context) *Report {
 		case <-timerC(s.giveUp):
 			s.giveUp = nil
 			s.abandon()
+		case ex := <-s.serverExit():
+			s.srv.exited = true
+			s.serverDied(ex)
+		case err, ok := <-s.serverLost():
+			if !ok {
+				s.srv.lost = nil
+				continue
+			}
+			s.serverDied(Exit{Err: err})
+		case <-timerC(s.serverWait):
+			s.serverWait = nil
+			s.fail(s.rep.Cause)
 		}
 	}
 	stopTimer(s.grace)
@@ -274,7 +289,7 @@ func (s *supervisor) fail(c *Cause) {
 	if s.rep.Cause == nil {
 		s.rep.Cause = c
 	}
-	if s.phase != running {
+	if s.phase != running || s.letRanksFail(c) {
 		return
 	}
 	s.stopStarts()

@@ -165,6 +165,26 @@ func checkNoneOf(t *testing.T, list func() []int, limit time.Duration) {
 	}
 }
 
+// cut pulls host's cable and returns heal, which plugs it back in (once;
+// the test's cleanup calls it too).
+func (tb *testbed) cut(t *testing.T, host string) (heal func()) {
+	t.Helper()
+	if out, err := exec.Command(tb.tool, "cut", host).CombinedOutput(); err != nil {
+		t.Fatalf("testbed cut %s: %v: %s", host, err, out)
+	}
+	healed := false
+	heal = func() {
+		if !healed {
+			healed = true
+			if out, err := exec.Command(tb.tool, "heal", host).CombinedOutput(); err != nil {
+				t.Errorf("testbed heal %s: %v: %s", host, err, out)
+			}
+		}
+	}
+	t.Cleanup(heal)
+	return heal
+}
+
 func (tb *testbed) args(extra ...string) []string {
 	return append([]string{"--hostfile", tb.hostfile, "--ssh-config", tb.sshConfig}, extra...)
 }
@@ -287,19 +307,7 @@ func TestE2ECutHost(t *testing.T) {
 	_, perf := binaries(t)
 	j := startCCRun(t, longRun(tb, perf)...)
 	j.waitOutput(t, listingRe, 2*time.Minute)
-	if out, err := exec.Command(tb.tool, "cut", "tb3").CombinedOutput(); err != nil {
-		t.Fatalf("testbed cut tb3: %v: %s", err, out)
-	}
-	healed := false
-	heal := func() {
-		if !healed {
-			healed = true
-			if out, err := exec.Command(tb.tool, "heal", "tb3").CombinedOutput(); err != nil {
-				t.Errorf("testbed heal tb3: %v: %s", err, out)
-			}
-		}
-	}
-	t.Cleanup(heal)
+	heal := tb.cut(t, "tb3")
 	start := time.Now()
 	code := j.wait(t, 2*time.Minute)
 	t.Logf("ccrun exited %d, %v after the cut; stderr:\n%s", code, time.Since(start).Round(time.Millisecond), j.err)

@@ -49,6 +49,8 @@ type Options struct {
 	AllowSingletons bool
 	NoAgent         bool
 	Stdin           string
+	CollNet         string // --collnet-server: the host of the aggregation server, "" for none
+	CollNetServe    string // the hidden server mode's listen address
 
 	SSHPort         int
 	SSHUser         string
@@ -95,6 +97,12 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.NoAgent, "no-agent", false, "start each remote rank in an SSH session of its own instead of through one ccrun agent per host")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
 	fs.BoolVar(&o.AllowSingletons, "allow-singletons", false, "run an Open MPI (PMIx) program anyway, each rank as a 1-rank MPI job (ccrun serves MPICH's PMI-1 only)")
+	fs.StringVar(&o.CollNet, "collnet-server", "", "start the CollNet aggregation server on HOST (--collnet-server=HOST; alone: this machine) and give ranks CC_COLLNET_SERVER; ranks use it with NCCL_COLLNET_ENABLE=1")
+	fs.Lookup("collnet-server").NoOptDefVal = collnetHere
+	// The server's own process: ccrun starts itself in this mode (a flag, not a
+	// subcommand, so that no program name is shadowed).
+	fs.StringVar(&o.CollNetServe, collnetServeFlag, "", "run as the CollNet aggregation server listening on ADDR (started by --collnet-server)")
+	fs.MarkHidden(collnetServeFlag)
 
 	fs.IntVar(&o.SSHPort, "ssh-port", 0, "SSH port; default: the ssh config's Port, else 22")
 	fs.StringVar(&o.SSHUser, "ssh-user", "", "SSH login name; default: the hostfile's user=, the ssh config's User, else your user name")
@@ -159,7 +167,7 @@ func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
+			if len(args) == 0 && o.CollNetServe == "" {
 				return cli.Errorf(exitUsage, "no program given: usage: ccrun [flags] PROGRAM [ARGS...] (ccrun -h for help)")
 			}
 			return nil

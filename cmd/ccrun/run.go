@@ -40,6 +40,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return cli.WithCode(exitUsage, err)
 		}
 		lookup := cli.Lookup(environ)
+		if o.CollNetServe != "" {
+			return serveCollNet(ctx, o.CollNetServe, lookup, stdout, stderr)
+		}
 		what := "--timeout"
 		if t, ok := lookup("MPIEXEC_TIMEOUT"); ok && !cmd.Flags().Changed("timeout") && !v.IsSet("timeout") {
 			o.Timeout, what = t, "MPIEXEC_TIMEOUT"
@@ -79,6 +82,10 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 		return usagef("--tag-output and -l/--prepend-rank exclude each other: choose one")
 	}
 	if err := checkLauncher(o, lookup); err != nil {
+		return err
+	}
+	cn, err := collnetServer(o)
+	if err != nil {
 		return err
 	}
 	if err := checkSSH(o); err != nil {
@@ -171,7 +178,7 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 	}
 	if o.Launcher == launcherSrun {
 		lo.Remote = &launch.Srun{Environ: environ}
-	} else if needsSSH(hosts) {
+	} else if needsSSH(hosts) || (o.CollNet != "" && !isLocal(o.CollNet)) {
 		sp, err := sshspawn.New(sshspawn.Config{
 			User: o.SSHUser, Port: o.SSHPort, Identities: o.SSHIdentity, KnownHosts: o.SSHKnownHosts,
 			ConfigFile: o.SSHConfig, AcceptNew: o.SSHAcceptNew, ConnectTimeout: o.SSHTimeout,
@@ -188,6 +195,7 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 			Path: self, Preload: o.Preload, Disabled: o.NoAgent || err != nil, Keepalive: o.SSHKeepalive, Logf: logf,
 		})
 	}
+	lo.CollNet = cn
 	fwd, stop := forwardSignals()
 	defer stop()
 	lo.Forward = fwd

@@ -131,6 +131,9 @@ func (ch *channel) name() string {
 // sendTo is the protocol-p connection to peer with connection index conn,
 // opened once: shared memory when peer is on this host, TCP otherwise.
 func (ch *channel) sendTo(peer int, p protocols.Proto, conn int) (sender, error) {
+	if peer == ch.c.nranks {
+		return ch.serverSend(p, conn)
+	}
 	if s := ch.fastSend[p][conn][peer].Load(); s != nil {
 		return *s, nil
 	}
@@ -144,6 +147,9 @@ func (ch *channel) sendTo(peer int, p protocols.Proto, conn int) (sender, error)
 // recvFrom is the protocol-p connection from peer with connection index
 // conn, accepted once.
 func (ch *channel) recvFrom(peer int, p protocols.Proto, conn int) (receiver, error) {
+	if peer == ch.c.nranks {
+		return ch.serverRecv(p, conn)
+	}
 	if r := ch.fastRecv[p][conn][peer].Load(); r != nil {
 		return *r, nil
 	}

@@ -35,6 +35,8 @@ type coll struct {
 	next     tune.Choice // and its runner-up (Time -1: none)
 	plan     *plan
 	control  bool // a Control call: ring, any protocol, not logged
+
+	collnetSeq uint64 // the communicator's CollNet collectives up to this one
 }
 
 // AllReduce reduces count elements of every rank's send buffer with op and

@@ -40,6 +40,7 @@ import (
 	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
+	"github.com/seed-760dd1f1/cc/runtime/collnet"
 	"github.com/seed-760dd1f1/cc/runtime/debuglog"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/param"
@@ -59,6 +60,9 @@ type Options struct {
 	Params       *param.Params // nil: read NCCL_* from the environment
 
 	root *bootstrap.Root // a root created by InitLocal, owned by rank 0
+	// baseJob is, for a communicator made by Split, its launcher's job:
+	// the one the CollNet aggregation server accepts.
+	baseJob wire.Job
 	// hostRanks is, for a communicator made by Split, the ranks of its
 	// parent on this host: they all run beside it on the host's cores.
 	hostRanks int
@@ -120,6 +124,8 @@ type Comm struct {
 	settled    chan struct{} // closed when err is final (see fail)
 	settleOnce sync.Once
 
+	collnet collnetState // the CollNet aggregation server's connections
+
 	ready    bool // Init completed
 	group    groupState
 	customOp map[reduce.Op]preMulSum
@@ -151,6 +157,10 @@ func Init(ctx context.Context, o Options) (*Comm, error) {
 		customOp: map[reduce.Op]preMulSum{}, nextOp: firstCustomOp, plans: map[planKey]*plan{}}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.settled = make(chan struct{})
+	c.collnet.job, c.collnet.links = o.Job, map[connKey]*lazy[*collnet.Link]{}
+	if o.baseJob.ID != "" {
+		c.collnet.job = o.baseJob
+	}
 	// Connections are opened under c.ctx, which outlives Init: while Init
 	// runs, the end of ctx ends it too.
 	stop := context.AfterFunc(ctx, func() { c.cancel(context.Cause(ctx)) })
@@ -234,6 +244,11 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		hostIDs[pi.Rank] = pi.HostID
 	}
 	c.topo = algos.NewTopo(hostIDs)
+	// Every rank fails here alike, before anything a failing peer's abort
+	// could race with is built.
+	if err := c.checkCollNetForced(); err != nil {
+		return err
+	}
 	c.allSHM = c.topo.NHosts() == 1 && !p.SHMDisable
 	if err := c.openSHM(ctx, o.Job, cores); err != nil {
 		return err
@@ -497,6 +512,7 @@ func (c *Comm) teardown() {
 	if c.tr != nil {
 		c.tr.Close()
 	}
+	c.closeCollNet()
 	if c.seg != nil {
 		c.seg.Fail(errors.New("communicator closed"))
 		c.seg.Close()
@@ -571,6 +587,12 @@ func InitLocalHosts(ctx context.Context, hosts []string, p *param.Params) ([]*Co
 	if err != nil {
 		return nil, err
 	}
+	return initLocalJob(ctx, hosts, p, job)
+}
+
+// initLocalJob is InitLocalHosts for job.
+func initLocalJob(ctx context.Context, hosts []string, p *param.Params, job wire.Job) ([]*Comm, error) {
+	nranks := len(hosts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for the bootstrap root: %w", err)

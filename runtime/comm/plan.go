@@ -191,8 +191,9 @@ type plan struct {
 	scheds []algos.Schedule // index = channel
 	args0  algos.Args       // channel 0's generator arguments, for NCCL_DEBUG
 	geo    algos.Geometry
-	step   int   // payload bytes of one FIFO slot
-	chunk  int64 // elements
+	step   int    // payload bytes of one FIFO slot
+	chunk  int64  // elements
+	server []bool // index = channel: this rank talks to the CollNet server there
 }
 
 // planKey is everything a plan depends on besides the communicator.
@@ -238,11 +239,13 @@ func (c *Comm) makePlan(k *coll) *plan {
 	for ch := range pl.scheds {
 		off, n := partition(k.count, k.channels, align, ch)
 		a := algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count,
-			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize), CTRing: &c.p.CTRing}
+			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize), CTRing: &c.p.CTRing,
+			CollNetHeads: c.p.CollNetNHeads}
 		if ch == 0 {
 			pl.args0 = a
 		}
 		pl.scheds[ch] = k.algo.Gen(&a)
+		pl.server = append(pl.server, k.algo.Algo == algos.CollNetDirect && talksToServer(pl.scheds[ch], algos.CollNetPeer(c.nranks)))
 	}
 	return pl
 }
@@ -274,6 +277,10 @@ func (c *Comm) runColls(ks []*coll) error {
 	nc := 0
 	for _, k := range ks {
 		k.plan = c.planFor(k)
+		if k.algo.Algo == algos.CollNetDirect {
+			c.collnet.seq++
+			k.collnetSeq = c.collnet.seq
+		}
 		if !k.control {
 			c.logColl(k)
 		}
@@ -298,6 +305,10 @@ func (c *Comm) runChannel(ch int, ks []*coll) error {
 	for _, k := range ks {
 		if ch >= k.channels {
 			continue
+		}
+		if err := c.beginCollNet(k, ch); err != nil {
+			c.fail(err)
+			return err
 		}
 		if err := chn.runner.Run(c.task(k, ch), chn.with(k.proto)); err != nil {
 			return err // the runner told c.fail

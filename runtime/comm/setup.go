@@ -146,6 +146,9 @@ func (c *Comm) pickAlgos() []algos.Link {
 				patExcluded = true
 				continue
 			}
+			if row.Algo == algos.CollNetDirect && c.collnetWhy(kind) != "" {
+				continue // NCCL_ALGO forcing it alone failed Init (checkCollNetForced)
+			}
 			runs := false
 			for _, p := range row.Protos() {
 				if c.p.Proto.For(kind).Has(p) {

@@ -114,7 +114,7 @@ func (c *Comm) split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	rank := slices.IndexFunc(group, func(m splitMember) bool { return m.parent == c.rank })
 	o := Options{Rank: rank, NRanks: len(group), RootAddr: group[0].addr, Job: splitJob(c.job, seq, color), Params: c.p,
-		hostRanks: c.hostRanks}
+		hostRanks: c.hostRanks, baseJob: c.collnet.job}
 	if rank == 0 {
 		o.root = bootstrap.NewRoot(ln, len(group), o.Job, c.warnf)
 	} else {

@@ -26,6 +26,9 @@ func (p *Params) Agreed() []Setting {
 		{"NCCL_SOCKET_NTHREADS", itoa(p.SocketNThreads)},
 		{"NCCL_NSOCKS_PERTHREAD", itoa(p.NSocksPerThread)},
 		{ctringKnobNames, fmt.Sprintf("%+v", p.CTRing)},
+		{"NCCL_COLLNET_ENABLE", strconv.FormatBool(p.CollNetEnable)},
+		{"CC_COLLNET_SERVER", p.CollNetServer},
+		{"CC_COLLNET_NHEADS", itoa(p.CollNetNHeads)},
 	}
 }
 

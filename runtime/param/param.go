@@ -85,6 +85,15 @@ type Params struct {
 	// memory; "" means hostname + boot id.
 	HostID string
 
+	// CollNetEnable is NCCL_COLLNET_ENABLE.
+	CollNetEnable bool
+	// CollNetServer is CC_COLLNET_SERVER: the aggregation server's
+	// host:port, "" when unset.
+	CollNetServer string
+	// CollNetNHeads is CC_COLLNET_NHEADS: heads per host of CollNet
+	// all-reduce, 0 for as many as possible.
+	CollNetNHeads int
+
 	// CTRing is the ctring algorithm's knobs: the twelve
 	// NCCL_CTRAN_ALLREDUCE_RING_* CVARs and CC_CTRING_ARCH, consistent
 	// (algos.CTRingKnobs.Check passed).

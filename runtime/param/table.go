@@ -163,7 +163,7 @@ var knobs = append([]knob{
 			return nil
 		},
 	},
-}, ctringKnobs...)
+}, append(ctringKnobs, collnetKnobs...)...)
 
 func boolKnob(name, def, doc string, set func(*Params, bool)) knob {
 	return knob{

@@ -102,6 +102,12 @@ func Default() *Consts {
 		0.781, 0.85, 0.75, 72.8, 98.3, 0.5)
 	class(Net, perProto{11.1, 8.55, 65.1}, perProto{5.08, 6.52, 36.5}, perProto{0.284, 1.11, 1.39}, perProto{0.426, 1.64, 2.05},
 		0.951, 0.919, 0.677, 10.5, 0, 0)
+	// CollNet Direct is not calibrated: the ring's efficiency, so that its
+	// steps (up to the server and down) decide. The mask keeps it out
+	// unless NCCL_COLLNET_ENABLE=1 and a server are given.
+	for cl := range c.Class {
+		c.Class[cl].Eff[algos.CollNetDirect] = 1
+	}
 	return c
 }
 

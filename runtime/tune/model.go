@@ -112,6 +112,8 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 			inter = min(total, nodes-1+nodes/2)
 		}
 		return Steps{Intra: total - inter, Inter: inter}
+	case a == algos.CollNetDirect && algos.CollNetRuns(coll, topo) == nil:
+		return collnetSteps(coll, topo)
 	case a == algos.PAT && (coll == algos.ReduceScatter || coll == algos.AllGather):
 		// A piece crosses at most ceil(log2 n) links; the rank runs its
 		// program's steps in order (the first is a send, as the ring's).
@@ -124,6 +126,25 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 		return Steps{Intra: depth, Ops: ops}
 	}
 	return Steps{}
+}
+
+// collnetSteps are CollNet Direct's steps with as many heads as possible:
+// up to the server, through its scratch (all-reduce) and down again, plus
+// the scatter and gather inside a host, whose Ops to the host's other
+// ranks run one after the other (ppn-1 each way). Reduce-scatter and
+// all-gather pass every host's block of a rail through one lane of the
+// server and of the head: ppn-1 steps per host inside, or, alone on the
+// host, one per further host at the server.
+func collnetSteps(coll algos.Coll, topo *algos.Topo) Steps {
+	ppn, nodes := topo.MaxPerHost(), topo.NHosts()
+	if coll == algos.AllReduce {
+		return Steps{Intra: 2 * (ppn - 1), Inter: 3}
+	}
+	intra := (ppn - 1) * nodes
+	if ppn == 1 {
+		intra = nodes - 1 // the server's lane, one host after the other
+	}
+	return Steps{Intra: intra, Inter: 2}
 }
 
 // treeSteps walks the double tree from every rank up to its root, counting

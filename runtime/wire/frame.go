@@ -82,6 +82,7 @@ type Kind uint8
 const (
 	KindBootstrap Kind = 1 // a rank's lifeline to the bootstrap root
 	KindData      Kind = 2 // a data stream between two ranks
+	KindCollNet   Kind = 3 // a head's stream to the CollNet aggregation server
 )
 
 // String returns "bootstrap", "data" or "kind(N)".
@@ -91,11 +92,13 @@ func (k Kind) String() string {
 		return "bootstrap"
 	case KindData:
 		return "data"
+	case KindCollNet:
+		return "collnet"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-func (k Kind) valid() bool { return k == KindBootstrap || k == KindData }
+func (k Kind) valid() bool { return k == KindBootstrap || k == KindData || k == KindCollNet }
 
 // Job identifies one run. Both ends of a connection must agree on both fields.
 //
@@ -129,7 +132,7 @@ func EncodeHello(job Job, h Hello, nonce [NonceSize]byte) ([HelloSize]byte, erro
 		return f, err
 	}
 	if !h.Kind.valid() {
-		return f, fmt.Errorf("%w: %s, want %s or %s", ErrMalformed, h.Kind, KindBootstrap, KindData)
+		return f, fmt.Errorf("%w: %s, want %s, %s or %s", ErrMalformed, h.Kind, KindBootstrap, KindData, KindCollNet)
 	}
 	copy(f[:], helloMagic[:])
 	binary.BigEndian.PutUint16(f[offVersion:], Version)
@@ -190,7 +193,7 @@ func DecodeHello(frame []byte, job Job) (Hello, error) {
 		Index:   int32(binary.BigEndian.Uint32(frame[offIndex:])),
 	}
 	if !h.Kind.valid() {
-		return Hello{}, fmt.Errorf("%w: %s, want %s or %s", ErrMalformed, h.Kind, KindBootstrap, KindData)
+		return Hello{}, fmt.Errorf("%w: %s, want %s, %s or %s", ErrMalformed, h.Kind, KindBootstrap, KindData, KindCollNet)
 	}
 	return h, nil
 }

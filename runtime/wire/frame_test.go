@@ -26,6 +26,7 @@ func TestHelloRoundTrip(t *testing.T) {
 	}{
 		{"bootstrap", testJob, Hello{Kind: KindBootstrap, Rank: 3}},
 		{"data", testJob, Hello{Kind: KindData, Rank: 1023, Channel: 31, Index: 7}},
+		{"collnet", testJob, Hello{Kind: KindCollNet, Rank: 6, Channel: 2}},
 		{"negative fields", testJob, Hello{Kind: KindData, Rank: -1, Channel: -2, Index: -3}},
 		{"empty secret", Job{ID: "j"}, Hello{Kind: KindBootstrap}},
 		{"empty job", Job{}, Hello{Kind: KindBootstrap}},
@@ -169,7 +170,7 @@ func TestVerifyAckRejects(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{KindBootstrap: "bootstrap", KindData: "data", 0: "kind(0)", 200: "kind(200)"} {
+	for k, want := range map[Kind]string{KindBootstrap: "bootstrap", KindData: "data", KindCollNet: "collnet", 0: "kind(0)", 200: "kind(200)"} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)
 		}
