@@ -189,7 +189,8 @@ func decodeData(typ byte, p []byte, withStream bool) (rank int, stream byte, b [
 	if len(p) < min {
 		return 0, 0, nil, fmt.Errorf("%w: type %d: %d bytes, want %d or more", ErrBadFrame, typ, len(p), min)
 	}
-	rank = int(binary.BigEndian.Uint32(p))
+	// Signed: a process that is not a rank (the CollNet aggregation server) has rank -1.
+	rank = int(int32(binary.BigEndian.Uint32(p)))
 	if withStream {
 		stream = p[4]
 		if stream != streamStdout && stream != streamStderr {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -31,11 +32,15 @@ func TestWriteCalibration(t *testing.T) {
 		out := b.String()
 		for _, w := range []string{"# cc-perf calibrate: 2 ranks on 2 hosts: link class net\n",
 			"every entry on 1 and 2 channel(s); 8..1048576 B (x8); 5 repetitions of 5 iterations each",
-			" alpha Simple       us        50     42  3 samples: ring\n", " op_cost ",
+			" op_cost ",
 			"over 1 measurements: 50% with the base constants"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("report lacks %q:\n%s", w, out)
 			}
+		}
+		// The name column is as wide as the longest constant's name, whatever algorithms exist.
+		if !regexp.MustCompile(`(?m)^ alpha Simple +us +50 +42  3 samples: ring$`).MatchString(out) {
+			t.Errorf("report lacks the row of alpha Simple (50 before, 42 after, 3 ring samples):\n%s", out)
 		}
 		if got := strings.Contains(out, "# warning: the fitted model"); got != c.warn {
 			t.Errorf("error %.2f: warning %v, want %v:\n%s", c.err, got, c.warn, out)
