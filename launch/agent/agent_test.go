@@ -405,6 +405,12 @@ func TestFrameRoundTrip(t *testing.T) {
 	if _, _, err = fr.next(); err != io.EOF {
 		t.Errorf("after the last frame: %v, want io.EOF", err)
 	}
+	// A process that is not a rank (the CollNet aggregation server) is rank -1.
+	fw.data(tOutput, -1, streamStdout, []byte("listening on :1\n"))
+	typ, p, err = fr.next()
+	if rank, _, data, derr := decodeData(typ, p, true); err != nil || derr != nil || rank != -1 || string(data) != "listening on :1\n" {
+		t.Errorf("output of rank -1 read as rank %d %q (%v, %v)", rank, data, err, derr)
+	}
 }
 
 // FuzzFrameReader: any input gives frames within bounds or an error, never a panic.
