@@ -97,6 +97,7 @@ type ChunkArgs struct {
 	Bytes       int64    // the collective's size in bytes (NCCL's nBytes)
 	NChannels   int      // channels the collective runs on
 	Topo        *Topo
+	NVLSChunk   int // NVLS's chunk in bytes (NCCL_NVLS_CHUNKSIZE); 0 means DefaultNVLSChunk
 }
 
 // DefaultChunk is NCCL's chunk: the payload of ChunkSteps FIFO slots, in
@@ -125,6 +126,10 @@ var Algorithms = []Algorithm{
 	ctringRow(),
 	patRow(ReduceScatter),
 	patRow(AllGather),
+	nvlsRow(ReduceScatter, false),
+	nvlsRow(AllGather, false),
+	nvlsRow(AllReduce, false),
+	nvlsRow(AllReduce, true), // NVLS_TREE
 }
 
 // Preference is the order in which messages list algorithms: the ring
