@@ -278,8 +278,9 @@ func (c *Comm) coreShare(cores, parentRanks int) int {
 	return max(1, cores*local/c.hostRanks)
 }
 
-// shmDir is where shared-memory segments live.
-const shmDir = "/dev/shm"
+// shmDir is where shared-memory segments live (a variable only so that
+// a test can point it at a small tmpfs).
+var shmDir = "/dev/shm"
 
 // openSHM groups the ranks of this host (same host identity) and opens the
 // host's segment. Every rank calls shm.Open, which calls the bootstrap
@@ -308,6 +309,9 @@ func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
 	o.BuffSize[protocols.Simple] = c.p.BuffSize
 	o.BuffSize[protocols.LL] = c.p.LLBuffSize
 	o.BuffSize[protocols.LL128] = c.p.LL128BuffSize
+	if nvlsWanted(c.p) {
+		o.McastStep = c.p.NVLSChunkSize
+	}
 	seg, err := shm.Open(ctx, o)
 	if err != nil {
 		return err

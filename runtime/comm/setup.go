@@ -136,14 +136,18 @@ func (c *Comm) pickAlgos() []algos.Link {
 	var mask tune.Mask
 	pat := patDisabled(c.p, c.topo)
 	for kind := range algos.Coll(algos.NumColls) {
-		patExcluded := false // PAT is allowed and has a row, but is disabled
+		excluded := "" // why an algorithm that is allowed and has a row is disabled
 		some := false
 		for _, row := range algos.Algorithms {
 			if row.Coll != kind || !c.p.Algo.For(kind).Has(row.Algo) {
 				continue
 			}
 			if row.Algo == algos.PAT && pat != "" {
-				patExcluded = true
+				excluded = pat
+				continue
+			}
+			if why := c.nvlsDisabled(kind, row.Algo); why != "" {
+				excluded = why
 				continue
 			}
 			runs := false
@@ -163,11 +167,7 @@ func (c *Comm) pickAlgos() []algos.Link {
 			}
 		}
 		if !some {
-			why := ""
-			if patExcluded {
-				why = pat
-			}
-			c.algoErr[kind] = noAlgo(c.p, kind, why)
+			c.algoErr[kind] = noAlgo(c.p, kind, excluded)
 			c.infof(param.SubsysInit, "%s: %v", kind, c.algoErr[kind])
 		}
 	}

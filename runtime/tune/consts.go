@@ -102,6 +102,15 @@ func Default() *Consts {
 		0.781, 0.85, 0.75, 72.8, 98.3, 0.5)
 	class(Net, perProto{11.1, 8.55, 65.1}, perProto{5.08, 6.52, 36.5}, perProto{0.284, 1.11, 1.39}, perProto{0.426, 1.64, 2.05},
 		0.951, 0.919, 0.677, 10.5, 0, 0)
+	// NVLS and NVLS_TREE are not calibrated yet: half the ring's
+	// bandwidth and the tree's lane latency, so that the tuner picks them
+	// only where a config row or NCCL_ALGO asks for them, until cc-perf
+	// calibrate measures them.
+	for cl := range c.Class {
+		k := &c.Class[cl]
+		k.Eff[algos.NVLS], k.Eff[algos.NVLSTree] = 0.5, 0.5
+		k.AlgoLat[algos.NVLS], k.AlgoLat[algos.NVLSTree] = k.AlgoLat[algos.Tree], k.AlgoLat[algos.Tree]
+	}
 	return c
 }
 
