@@ -37,7 +37,7 @@ const (
 	// (transport/net_socket.cc).
 	// maxNVLSChunk caps NCCL_NVLS_CHUNKSIZE: every local rank has 8 slots
 	// of it per channel in /dev/shm.
-	maxNVLSChunk = 64 << 20
+	maxNVLSChunk     = 64 << 20
 	maxSocketThreads = 16
 	maxSockets       = 64
 )
