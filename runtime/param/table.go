@@ -33,11 +33,11 @@ const (
 	// maxBuffSize caps a FIFO at 1 GiB: one is allocated per connection,
 	// channel and protocol, so larger values only exhaust memory.
 	maxBuffSize = 1 << 30
-	// maxSocketThreads and maxSockets are NCCL's MAX_THREADS and MAX_SOCKETS
-	// (transport/net_socket.cc).
 	// maxNVLSChunk caps NCCL_NVLS_CHUNKSIZE: every local rank has 8 slots
 	// of it per channel in /dev/shm.
-	maxNVLSChunk     = 64 << 20
+	maxNVLSChunk = 64 << 20
+	// maxSocketThreads and maxSockets are NCCL's MAX_THREADS and MAX_SOCKETS
+	// (transport/net_socket.cc).
 	maxSocketThreads = 16
 	maxSockets       = 64
 )
