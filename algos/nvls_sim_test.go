@@ -92,12 +92,7 @@ func runNvls(c nvlsCase) (sim.Stats, error) {
 		for r := range n {
 			a := &algos.Args{Rank: r, Topo: c.topo, Count: c.count, Part: p, ElemSize: c.elemSize}
 			s := row.Gen(a)
-			allowed := row.Peers(a)
-			for _, l := range s.Links() {
-				if !slices.Contains(allowed, l) {
-					errs = append(errs, fmt.Errorf("channel %d rank %d uses link %v, not among its peers %v", ch, r, l, allowed))
-				}
-			}
+			errs = append(errs, linksAmong(ch, r, s, row.Peers(a)))
 			channels[ch] = append(channels[ch], s)
 		}
 	}
@@ -122,14 +117,7 @@ func runNvls(c nvlsCase) (sim.Stats, error) {
 			errs = append(errs, diffBuf(r, "In", ranks[r].In, ins[r]))
 		}
 	}
-	if stats.Rewrites != 0 {
-		errs = append(errs, fmt.Errorf("%d output elements written more than once", stats.Rewrites))
-	}
-	for l, tr := range stats.Links {
-		if tr.MaxDepth > c.slots {
-			errs = append(errs, fmt.Errorf("link %+v: depth %d, want at most %d", l, tr.MaxDepth, c.slots))
-		}
-	}
+	errs = append(errs, onceWithinSlots(stats, c.slots))
 	return stats, errors.Join(errs...)
 }
 
@@ -162,15 +150,7 @@ func nvlsCases(algo algos.Algo, coll algos.Coll, topo *algos.Topo, seed int) []n
 
 func runNvlsCases(t *testing.T, cases []nvlsCase) {
 	t.Helper()
-	failed := 0
-	for _, c := range cases {
-		if _, err := runNvls(c); err != nil {
-			t.Errorf("%v:\n%v", c, err)
-			if failed++; failed == 10 {
-				t.Fatal("too many failures")
-			}
-		}
-	}
+	runAll(t, cases, func(c nvlsCase) error { _, err := runNvls(c); return err })
 }
 
 // TestNvlsSingleHost: reduce-scatter, all-reduce and all-gather at 1..64

@@ -1,7 +1,6 @@
 package comm
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"strings"
@@ -103,26 +102,8 @@ func TestNVLSEveryDataTypeAndOp(t *testing.T) {
 	const n, count, scalar = 3, 301, 2.0
 	cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, nvlsEnv(false)))
 	for _, dt := range reduce.DataTypes() {
-		es := dt.Size()
 		for _, op := range reduce.Ops() {
-			outs := make([][]byte, n)
-			mustEach(t, cs, "ReduceScatter", func(c *Comm) error {
-				r := c.Rank()
-				send := exactValues(dt, op, r, n*count)
-				o, done, err := testOp(c, op, dt, scalar)
-				if err != nil {
-					return err
-				}
-				defer done()
-				outs[r] = make([]byte, count*es)
-				return c.ReduceScatter(send, outs[r], count, dt, o)
-			})
-			for r := range n {
-				want := exactResults(dt, op, n, r*count, count, scalar)
-				if !bytes.Equal(outs[r], want) {
-					t.Errorf("ReduceScatter %s/%s rank %d: %s", dt, op, r, firstDiff(dt, outs[r], want))
-				}
-			}
+			reduceScatterExact(t, cs, dt, op, count, scalar)
 		}
 	}
 }

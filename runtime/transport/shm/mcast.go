@@ -136,17 +136,7 @@ func (c *McastSendConn) Acquire(nsteps int) ([]byte, error) {
 	if c.cur != 0 {
 		return nil, c.errorf("Acquire of %d steps while %d acquired steps are not posted", nsteps, c.cur)
 	}
-	if err := c.enter(); err != nil {
-		return nil, err
-	}
-	step := alignUp(c.step, nsteps)
-	if err := c.waitCredit(step + uint64(nsteps)); err != nil {
-		c.exit()
-		return nil, err
-	}
-	c.step, c.cur = step, nsteps
-	i := int(step % protocols.NSteps)
-	return c.fifo[i*c.stepBytes : (i+nsteps)*c.stepBytes : (i+nsteps)*c.stepBytes], nil
+	return c.acquireSimple(nsteps, c.waitCredit)
 }
 
 // Post implements engine.SendConn: one tail for every reader, and a wake
