@@ -250,3 +250,50 @@ func TestNVLSDevShmTooSmall(t *testing.T) {
 		t.Errorf("Init: %v, want an error naming the multicast region and NCCL_NVLS_CHUNKSIZE", err)
 	}
 }
+
+// TestNVLSRepeatedCallAllocatesNothing: once an NVLS collective of a
+// shape has run on 3 ranks of one host, running it again allocates
+// nothing on any rank (the wide Ops' connection lists are the lanes').
+func TestNVLSRepeatedCallAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts skipped in -short mode")
+	}
+	const n, count = 3, 3 * 1024
+	cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, nvlsEnv(false)))
+	for _, cc := range collCases()[:3] {
+		t.Run(cc.name, func(t *testing.T) {
+			var sends, recvs [n][]byte
+			for r := range n {
+				sends[r], recvs[r] = caseBuffers(cc, r, n, count, false)
+			}
+			starts := make([]chan struct{}, n)
+			done := make(chan error, n)
+			for r := 1; r < n; r++ {
+				starts[r] = make(chan struct{})
+				go func() {
+					for range starts[r] {
+						done <- cc.run(cs[r], sends[r], recvs[r], count)
+					}
+				}()
+				defer close(starts[r])
+			}
+			run := func() {
+				for r := 1; r < n; r++ {
+					starts[r] <- struct{}{}
+				}
+				if err := cc.run(cs[0], sends[0], recvs[0], count); err != nil {
+					t.Fatal(err)
+				}
+				for r := 1; r < n; r++ {
+					if err := <-done; err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			run() // the first call builds the plan and may open connections
+			if allocs := testing.AllocsPerRun(20, run); allocs != 0 {
+				t.Errorf("%v allocations per call, want 0", allocs)
+			}
+		})
+	}
+}
