@@ -196,6 +196,7 @@ func (c *Comm) logGraph() {
 		c.infof(param.SubsysInit, "%d channels: ring %d -> %d -> %d", c.nchannels,
 			algos.RingPrev(c.rank, c.nranks), c.rank, algos.RingNext(c.rank, c.nranks))
 	}
+	c.logNVLS()
 	if !c.log.Enabled(param.DebugInfo, param.SubsysGraph) {
 		return
 	}
@@ -217,5 +218,25 @@ func (c *Comm) logGraph() {
 		for t, node := range trees {
 			c.infof(param.SubsysGraph, "%s", node.GraphLine(ch+t*c.nchannels, c.rank))
 		}
+	}
+}
+
+// logNVLS prints, with NCCL_DEBUG_SUBSYS=NVLS, this rank's place in NVLS
+// when NVLS or NVLS_TREE may run: its head index among the host's ranks,
+// the multicast regions, and its parent and children in NVLS_TREE's tree
+// of heads.
+func (c *Comm) logNVLS() {
+	if !c.log.Enabled(param.DebugInfo, param.SubsysNVLS) {
+		return
+	}
+	host, head := c.topo.Host(c.rank)
+	if c.model.Time(algos.ReduceScatter, algos.NVLS, protocols.Simple, 0, 1) >= 0 || c.model.Time(algos.AllReduce, algos.NVLS, protocols.Simple, 0, 1) >= 0 {
+		c.infof(param.SubsysNVLS, "NVLS: rank %d is head %d of %d on host %d; multicast regions of %d slots x %d bytes (NCCL_NVLS_CHUNKSIZE) per local rank and channel",
+			c.rank, head, len(c.topo.Hosts[host]), host, protocols.NSteps, c.p.NVLSChunkSize)
+	}
+	if c.model.Time(algos.AllReduce, algos.NVLSTree, protocols.Simple, 0, 1) >= 0 {
+		node := algos.Btree(c.topo.NHosts(), host)
+		c.infof(param.SubsysNVLS, "NVLS_TREE: rank %d is head %d of host %d; tree of hosts %d -> %d -> %d/%d (the ranks of head index %d)",
+			c.rank, head, host, node.Up, host, node.Down[0], node.Down[1], head)
 	}
 }
