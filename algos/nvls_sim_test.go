@@ -173,6 +173,9 @@ func TestNvlsSingleHost(t *testing.T) {
 // TestNvlsEveryRankCount: every n in 1..64 once, all-reduce with a short
 // last loop, the case with the most shapes.
 func TestNvlsEveryRankCount(t *testing.T) {
+	if raceDetector {
+		t.Skip("the simulator is single-threaded; scripts/test.sh runs this without the race detector")
+	}
 	var cases []nvlsCase
 	for n := 1; n <= 64; n++ {
 		for _, coll := range []algos.Coll{algos.ReduceScatter, algos.AllReduce, algos.AllGather} {
@@ -196,8 +199,8 @@ func TestNvlsTree(t *testing.T) {
 
 // TestNvlsTreeSpot: 32 hosts x 32 ranks, one shape.
 func TestNvlsTreeSpot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("1024 ranks")
+	if testing.Short() || raceDetector {
+		t.Skip("1024 ranks: without -short and the race detector")
 	}
 	runNvlsCases(t, []nvlsCase{{algo: algos.NVLSTree, coll: algos.AllReduce, topo: algos.BlockTopo(32, 32), count: 32*3 + 7,
 		chunk: 2, align: 1, elemSize: 8192, red: treeReductions[5], channels: 1, slots: 2}})
