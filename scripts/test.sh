@@ -20,9 +20,10 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
-# The largest PAT simulations (n up to 1024) skip under the race detector,
-# which slows the single-goroutine simulator eightfold; run them without it.
-go test -run 'TestPat' ./algos/
+# The largest PAT and NVLS simulations (n up to 1024) skip under the race
+# detector, which slows the single-goroutine simulator eightfold; run them
+# without it.
+go test -run 'TestPat|TestNvls' ./algos/
 
 if [ "$(id -u)" = 0 ] && [ "${CC_TESTBED:-1}" != 0 ]; then
   slurm=()
