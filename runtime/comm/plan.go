@@ -23,7 +23,7 @@ const minChannelBytes = 512 << 10
 
 // noAlgo is NCCL's "No algorithm/protocol available" error for a
 // collective that has no entry left: it names the settings that excluded
-// every row (and why PAT is disabled, when it was the one allowed) and the
+// every row (and why PAT or NVLS is disabled, when it was allowed) and the
 // algorithms the table implements for it, in algos.Preference's order. A
 // call fails with it, not the communicator.
 func noAlgo(p *param.Params, kind algos.Coll, disabledWhy string) error {
@@ -60,12 +60,12 @@ func patDisabled(p *param.Params, topo *algos.Topo) string {
 }
 
 // nvlsDisabled says why algorithm a, when it is NVLS or NVLS_TREE, may
-// not run collective kind here, or "". NCCL_NVLS_ENABLE=0 disables both;
+// not run here, or "". NCCL_NVLS_ENABLE=0 disables both;
 // 2 (auto, the default) lets them run only where NCCL_ALGO names them for
 // the collective (each costs a FIFO to and from every other local rank,
 // opened at Init, and the tuner's constants for them are not measured);
 // they need shared memory and the topology algos.NvlsUnavailable accepts.
-func (c *Comm) nvlsDisabled(kind algos.Coll, a algos.Algo) string {
+func (c *Comm) nvlsDisabled(a algos.Algo) string {
 	if a != algos.NVLS && a != algos.NVLSTree {
 		return ""
 	}

@@ -146,7 +146,7 @@ func (c *Comm) pickAlgos() []algos.Link {
 				excluded = pat
 				continue
 			}
-			if why := c.nvlsDisabled(kind, row.Algo); why != "" {
+			if why := c.nvlsDisabled(row.Algo); why != "" {
 				excluded = why
 				continue
 			}
