@@ -184,7 +184,11 @@ func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 	if node.Up != NoPeer {
 		s.Lanes = append(s.Lanes, Lane{Ops: dn, Waits: downAfterUp(len(dn), 1)})
 	}
-	s.Lanes = append(s.Lanes, Lane{Ops: gather})
+	// A gather Op writes the Output that its loop's scatter Op reads as
+	// Input in place: it waits for it (the scatter lane is lane 0). The
+	// wait is always met by the time the heads' results arrive; it says so
+	// in the schedule rather than through the other ranks.
+	s.Lanes = append(s.Lanes, Lane{Ops: gather, Waits: downAfterUp(len(gather), 0)})
 	return s
 }
 
