@@ -242,10 +242,14 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if len(c.localIndex) <= cores {
 		c.tr.SetSpin(p.TCPSpin)
 	}
+	// Under mu: the bootstrap watcher, started above, fails what exists
+	// when another rank aborts the job during Init.
+	c.mu.Lock()
 	c.p2p = newChannel(c, p2pChannel)
 	for i := 0; i < c.nchannels; i++ {
 		c.channels = append(c.channels, newChannel(c, i))
 	}
+	c.mu.Unlock()
 	c.tasks = make([]engine.Task, c.nchannels)
 	links := c.pickAlgos()
 	if err := c.connect(ctx, links); err != nil {
@@ -320,7 +324,9 @@ func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
 		seg.Close()
 		return nil
 	}
+	c.mu.Lock() // see init: the watcher may abort meanwhile
 	c.seg = seg
+	c.mu.Unlock()
 	c.infof(param.SubsysSHM, "rank %d is local rank %d of %d on %s: shared memory %s", c.rank, c.localRank, n, c.host, seg.Name())
 	return nil
 }
@@ -442,14 +448,15 @@ func (c *Comm) abortLocal(cause error) bool {
 	}
 	c.err = cause
 	c.failed.Store(true)
+	chs, seg := c.allChannels(), c.seg // Init may still be making them
 	c.mu.Unlock()
 	c.warnf("%v", cause)
 	c.cancel(cause)
-	for _, ch := range c.allChannels() {
+	for _, ch := range chs {
 		ch.fail(cause)
 	}
-	if c.seg != nil {
-		c.seg.Fail(cause)
+	if seg != nil {
+		seg.Fail(cause)
 	}
 	return true
 }
