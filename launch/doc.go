@@ -21,10 +21,14 @@
 //   - OneNode and Place (pure): the names of this machine (localhost, its host name, its
 //     addresses) become one host; ranks go onto hosts by slot or by node, N per node,
 //     oversubscription within max_slots; each Slot has its rank, local rank and node rank.
-//   - BaseEnv and RankEnv (pure): NCCL_* and CC_* forwarded from ccrun's environment, -x
-//     and --env, then the rank variables (CC_RANK ... CC_JOB_ID, and the names Open MPI,
-//     PMI and torchrun use). The job secret is never among them: local ranks get
-//     CC_JOB_SECRET in their environment, remote ranks read it from the SSH session's stdin.
+//   - LocalCores (pure): a hostfile host of this machine without a slot count gets its CPUs.
+//   - BaseEnv and RankEnv (pure): NCCL_* and CC_* forwarded from ccrun's environment (or all
+//     of it, or none: Pass), -x and --env, then the rank variables (CC_RANK ... CC_JOB_ID,
+//     and the names Open MPI, MPICH and torchrun use). Inherit drops what an outer launcher
+//     (mpirun, srun, torchrun, ...) set for ccrun itself (OuterLauncher). The job secret is
+//     never among them: local ranks get CC_JOB_SECRET in their environment, remote ranks
+//     get it from the SSH session's stdin (through their host's agent, launch/agent, or
+//     their own session's script).
 //   - the bootstrap root (runtime/bootstrap) listens where the ranks can reach it: 127.0.0.1
 //     for local ranks, ccrun's end of each SSH connection for remote ones. Its events say
 //     which ranks joined and which one failed first, and why.
@@ -39,6 +43,8 @@
 //     child or grandchild of a rank outlives it.
 //   - Srun, a Remote for ccrun --launcher srun: inside a Slurm allocation every rank is its
 //     own job step (srun --nodes=1 --ntasks=1 --nodelist=HOST --exact), so Slurm tracks it.
+//   - Options.Stdin goes to the ranks Options.StdinTo names (rank 0 by default, as with
+//     mpirun; all; none), through a pipe per rank, at the pace of the slowest reader.
 //   - the Report: every rank's state and the first cause; ExitCode is the first failing
 //     rank's status (128+signal), 110 for a timeout, 130 for an interrupt, 141 for a
 //     closed output pipe, 1 otherwise.

@@ -201,8 +201,7 @@ func TestWdir(t *testing.T) {
 	for _, tt := range []struct{ wdir, prog, want string }{
 		{filepath.Join(dir, "nope"), "true", "--wdir " + filepath.Join(dir, "nope") + ": no such file or directory"},
 		{prog, "true", "--wdir " + prog + ": not a directory"},
-		{os.TempDir(), "./no-such-prog-ccrun", `program "./no-such-prog-ccrun" (in --wdir ` + os.TempDir() + `): exec: "` +
-			filepath.Join(os.TempDir(), "no-such-prog-ccrun") + `": stat ` + filepath.Join(os.TempDir(), "no-such-prog-ccrun") + `: no such file or directory`},
+		{os.TempDir(), "./no-such-prog-ccrun", `program "./no-such-prog-ccrun" not found on this machine (in --wdir ` + os.TempDir() + `)`},
 	} {
 		o, _, _ := localJob(1, "")
 		o.Argv, o.Wdir = []string{tt.prog}, tt.wdir

@@ -12,8 +12,10 @@ import (
 	"syscall"
 )
 
-// maxLine is the longest line kept whole; a longer one is cut into pieces of this size,
-// each printed as its own line.
+// maxLine is the longest line kept whole. A longer line is passed on in pieces of this
+// size as they come: untagged, the pieces are written as they are, so the line arrives
+// unchanged (another rank's line may land between two pieces); tagged (--tag-output, -l),
+// each piece is printed as a line of its own, with its tag.
 const maxLine = 64 << 10
 
 // Output says where rank output goes and how it is labelled.
@@ -91,14 +93,19 @@ type lockedWriter struct {
 }
 
 func (l *lockedWriter) writeLine(prefix, line []byte) {
+	l.write(prefix, line, true)
+}
+
+// write writes prefix and text, and a newline if whole and text lacks one.
+func (l *lockedWriter) write(prefix, text []byte, whole bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.broken || l.w == nil {
 		return
 	}
-	buf := make([]byte, 0, len(prefix)+len(line)+1)
-	buf = append(append(buf, prefix...), line...)
-	if len(line) == 0 || line[len(line)-1] != '\n' {
+	buf := make([]byte, 0, len(prefix)+len(text)+1)
+	buf = append(append(buf, prefix...), text...)
+	if whole && (len(text) == 0 || text[len(text)-1] != '\n') {
 		buf = append(buf, '\n')
 	}
 	if _, err := l.w.Write(buf); err != nil {
@@ -114,6 +121,9 @@ type lineWriter struct {
 	dst    *lockedWriter
 	prefix []byte
 	buf    []byte
+	// midLine is set once an untagged piece of a long line has been written: the rest of
+	// the line follows without a prefix.
+	midLine bool
 }
 
 // Write never fails: output that cannot be shown is dropped, not pushed back to the rank.
@@ -124,7 +134,12 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			w.buf = append(w.buf, p...)
 			for len(w.buf) >= maxLine {
-				w.dst.writeLine(w.prefix, w.buf[:maxLine])
+				if len(w.prefix) == 0 {
+					w.dst.write(nil, w.buf[:maxLine], false) // untagged: pass it on as it is
+					w.midLine = true
+				} else {
+					w.dst.writeLine(w.prefix, w.buf[:maxLine])
+				}
 				w.buf = append(w.buf[:0], w.buf[maxLine:]...)
 			}
 			break
@@ -136,16 +151,17 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		} else {
 			w.dst.writeLine(w.prefix, p[:i+1])
 		}
+		w.midLine = false
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-// Close prints an unterminated last line.
+// Close prints an unterminated last line, ending it with a newline.
 func (w *lineWriter) Close() error {
-	if len(w.buf) > 0 {
+	if len(w.buf) > 0 || w.midLine {
 		w.dst.writeLine(w.prefix, w.buf)
-		w.buf = nil
+		w.buf, w.midLine = nil, false
 	}
 	return nil
 }

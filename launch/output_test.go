@@ -62,6 +62,21 @@ func TestLineWriterLongLine(t *testing.T) {
 	}
 }
 
+// TestLineWriterLongLineUntagged: without a tag, a line of any length arrives unchanged,
+// in several writes; an unterminated one gets its newline at the end.
+func TestLineWriterLongLineUntagged(t *testing.T) {
+	var out bytes.Buffer
+	w, _, _ := newStreams(Output{Stdout: &out}, nil).rankWriters(0)
+	long := strings.Repeat("y", 3*maxLine+5)
+	for _, piece := range []string{long[:7], long[7 : 2*maxLine], long[2*maxLine:] + "\nshort\n", long} {
+		w.Write([]byte(piece))
+	}
+	w.Close()
+	if got, want := out.String(), long+"\nshort\n"+long+"\n"; got != want {
+		t.Errorf("got %d bytes with %d newlines, want %d bytes with 3", len(got), strings.Count(got, "\n"), len(want))
+	}
+}
+
 // TestNoInterleaving writes long lines from many ranks at once, in odd-sized pieces, and
 // checks every printed line is one rank's line, whole.
 func TestNoInterleaving(t *testing.T) {

@@ -86,9 +86,10 @@ type Report struct {
 }
 
 // ExitCode is ccrun's exit status: 0; the first failing rank's status (its exit code, or
-// 128+signal); 110 (ETIMEDOUT, as Open MPI) for a timeout; 130 for an interrupt (the
-// caller may refine it from Cause.Err); 141 (128+SIGPIPE) when ccrun's output was closed;
-// 1 for a lost host or a rank that could not start.
+// 128+signal; for MPI_Abort, the code given to it, modulo 256); 110 (ETIMEDOUT, as Open
+// MPI) for a timeout; 130 for an interrupt (the caller may refine it from Cause.Err); 141
+// (128+SIGPIPE) when ccrun's output was closed; 1 for a lost host or a rank that could not
+// start.
 func (r *Report) ExitCode() int {
 	c := r.Cause
 	if c == nil {
@@ -102,6 +103,9 @@ func (r *Report) ExitCode() int {
 	case CauseOutput:
 		return 128 + int(syscall.SIGPIPE)
 	case CauseExit, CauseAbort:
+		if code, ok := abortCode(c.Err); ok {
+			return code
+		}
 		if c.Rank >= 0 && c.Rank < len(r.Ranks) {
 			if st := r.Ranks[c.Rank]; st.Exited && st.Exit.Err == nil && st.Exit.Status() != 0 {
 				return st.Exit.Status()

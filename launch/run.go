@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,8 @@ type RemoteHost struct {
 	Name string
 	// User is the login name from the hostfile (user=), or "" for the default.
 	User string
+	// Port is the SSH port from the hostfile (port=), or 0 for the default.
+	Port int
 }
 
 // Remote starts ranks on other hosts; launch/sshspawn provides it over SSH (see SSH).
@@ -69,6 +72,10 @@ type Options struct {
 	// use ccrun's if it exists there, else their login directory.
 	Wdir   string
 	Output Output
+	// Stdin is ccrun's standard input; StdinTo says which ranks read it (the zero value:
+	// rank 0, as with mpirun). Nil: every rank reads /dev/null.
+	Stdin   io.Reader
+	StdinTo StdinTarget
 	// Timeout ends the job with exit status 110 when it expires; 0 means none.
 	Timeout time.Duration
 	// Grace is the time between SIGTERM and SIGKILL at teardown.
@@ -100,6 +107,23 @@ type Options struct {
 // More ranks need Placement.Oversubscribe.
 func LocalHost() []hostfile.Host {
 	return []hostfile.Host{{Name: "localhost", Slots: runtime.NumCPU()}}
+}
+
+// LocalCores gives every host of this machine (isLocal) that no hostfile line gave a slot
+// count one slot per CPU ccrun may run on (within its max_slots), as Open MPI gives a host
+// without slots= its cores. Other such hosts keep one slot per line naming them: ccrun
+// cannot count a remote host's cores before it has connected, and it places ranks before.
+func LocalCores(hosts []hostfile.Host, isLocal func(string) bool) []hostfile.Host {
+	out := slices.Clone(hosts)
+	for i, h := range out {
+		if h.NoCount && isLocal(h.Name) {
+			out[i].Slots, out[i].NoCount = runtime.NumCPU(), false
+			if h.MaxSlots > 0 {
+				out[i].Slots = min(out[i].Slots, h.MaxSlots)
+			}
+		}
+	}
+	return out
 }
 
 // IsLocalName reports whether host names this machine: localhost, a loopback address, an
@@ -180,6 +204,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := o.StdinTo.check(len(slots)); err != nil {
+		return nil, err
+	}
 	base, err := BaseEnv(o.Environ, o.Env)
 	if err != nil {
 		return nil, err
@@ -193,6 +220,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := j.listen(); err != nil {
 		return nil, err
 	}
+	pmiSvc, err := j.servePMI()
+	if err != nil {
+		j.ln.Close()
+		return nil, err
+	}
+	j.pmi = pmiSvc
 	root := bootstrap.NewRoot(j.ln, len(slots), wire.Job{ID: j.id, Secret: []byte(j.secret)}, o.Logf)
 	rootCtx, stopRoot := context.WithCancel(context.Background())
 	served := make(chan struct{})
@@ -203,10 +236,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 	s := newSupervisor(j, root.Events())
+	s.pmi = pmiSvc.srv.Events()
 	rep := s.run(ctx)
 	stopRoot()
 	root.Close()
 	<-served
+	pmiSvc.close()
 	j.closeRemote() // unblocks Waits on hosts that stopped answering
 	s.wg.Wait()
 	return rep, nil
@@ -224,7 +259,10 @@ type job struct {
 	// rootHost maps a host to the address its ranks use for the root (without port).
 	rootHost   map[string]string
 	ln         net.Listener
+	pmi        *pmiService // the PMI-1 server, on the root's address
 	id, secret string
+	// masterPort is the MASTER_PORT offered when the user exported none (see pickMasterPort).
+	masterPort int
 	closeOnce  sync.Once
 }
 
@@ -244,7 +282,7 @@ func (j *job) prepare(ctx context.Context) error {
 		if j.o.IsLocal(s.Host) {
 			j.local[s.Host] = true
 		} else {
-			j.remote = append(j.remote, RemoteHost{Name: s.Host, User: hostInfo[s.Host].User})
+			j.remote = append(j.remote, RemoteHost{Name: s.Host, User: hostInfo[s.Host].User, Port: hostInfo[s.Host].Port})
 		}
 	}
 	if len(j.local) > 0 && j.o.Wdir != "" {
@@ -345,7 +383,24 @@ func (j *job) listen() error {
 		return fmt.Errorf("bootstrap root: listen on %s: %w", bind, err)
 	}
 	j.ln = ln
+	j.masterPort = j.pickMasterPort()
 	return nil
+}
+
+// pickMasterPort chooses the MASTER_PORT offered to ranks: when rank 0 runs here, a port
+// the kernel reports free on every address of this machine right now (as torchrun
+// --standalone chooses one); on another host, where ccrun cannot check, MasterPort's
+// job-derived port.
+func (j *job) pickMasterPort() int {
+	if !j.local[j.slots[0].Host] {
+		return MasterPort(j.id)
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return MasterPort(j.id)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // rootAddr is the root's address as ranks on host reach it.
@@ -373,7 +428,9 @@ func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
 	if p := j.progOn[s.Host]; p != "" {
 		argv[0] = p
 	}
-	env := RankEnv(j.base, JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr()}, s, j.rootAddr(s.Host))
+	job := JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr(), MasterPort: j.masterPort, PMIPort: j.pmi.port,
+		NNodes: nodeCount(j.slots)}
+	env := RankEnv(j.base, job, s, j.rootAddr(s.Host))
 	dir, optional := j.o.Wdir, false
 	if dir == "" && !j.local[s.Host] {
 		if wd, err := os.Getwd(); err == nil {
@@ -383,10 +440,19 @@ func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
 	return Spec{Slot: s, Argv: argv, Env: env, Dir: dir, DirOptional: optional, Secret: j.secret, Stdout: stdout, Stderr: stderr}
 }
 
+// nodeCount is the number of hosts that run ranks.
+func nodeCount(slots []Slot) int {
+	n := 0
+	for _, s := range slots {
+		n = max(n, s.NodeRank+1)
+	}
+	return n
+}
+
 // spawner returns what starts ranks on host.
 func (j *job) spawner(host string) Spawner {
 	if j.local[host] {
-		return Local{Environ: j.o.Environ}
+		return Local{Environ: Inherited(j.o.Environ, j.o.Env.Pass)}
 	}
 	return j.o.Remote
 }

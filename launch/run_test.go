@@ -241,7 +241,7 @@ func TestRunBadInput(t *testing.T) {
 		want string
 	}{
 		{"missing program", func(o *Options) { o.Argv = []string{"no-such-program-ccrun"} },
-			`program "no-such-program-ccrun": exec: "no-such-program-ccrun": executable file not found in $PATH`},
+			`program "no-such-program-ccrun" not found on this machine (PATH=` + os.Getenv("PATH") + ")"},
 		{"too many ranks", func(o *Options) {
 			o.Placement = Placement{NP: 9}
 			o.Hosts = []hostfile.Host{{Name: "localhost", Slots: 8}}

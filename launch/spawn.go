@@ -35,6 +35,10 @@ type Spec struct {
 	Secret string
 	// Stdout and Stderr receive the rank's output.
 	Stdout, Stderr io.Writer
+	// Stdin, when not nil, is copied to the rank's standard input until it ends (the rank
+	// then reads EOF); nil means /dev/null. The spawner closes it, if it is an io.Closer,
+	// once the rank has ended, so that whoever feeds it stops.
+	Stdin io.Reader
 }
 
 // Exit is how a rank ended.
@@ -125,6 +129,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 	cmd := exec.Command(path, spec.Argv[1:]...)
 	cmd.Args[0] = spec.Argv[0]
 	env := append(Inherit(l.Environ), spec.Env...)
+	watcherEnv := env[:len(env):len(env)] // the rank's, without the secret
 	if spec.Secret != "" {
 		env = append(env, EnvJobSecret+"="+spec.Secret)
 	}
@@ -133,7 +138,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 	// Setpgid: own process group. Pdeathsig: if ccrun dies without tearing down (SIGKILL),
 	// the kernel kills the rank; its watcher then kills the rest of the group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &localProc{cmd: cmd, waitDelay: l.WaitDelay}
+	p := &localProc{cmd: cmd, waitDelay: l.WaitDelay, watcherEnv: watcherEnv}
 	if p.waitDelay == 0 {
 		p.waitDelay = 2 * time.Second
 	}
@@ -145,6 +150,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 
 // LookProgram finds the program a local rank runs: a name without a slash in PATH, a path
 // with one relative to dir (ccrun's directory when dir is empty), as the rank will see it.
+// Its error is a *ProgramError.
 func LookProgram(prog, dir string) (string, error) {
 	look := prog
 	if dir != "" && strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
@@ -152,12 +158,57 @@ func LookProgram(prog, dir string) (string, error) {
 	}
 	path, err := exec.LookPath(look)
 	if err != nil {
+		pe := &ProgramError{Prog: prog, Err: err}
 		if look != prog {
-			return "", fmt.Errorf("program %q (in --wdir %s): %w", prog, dir, err)
+			pe.Dir = dir
 		}
-		return "", fmt.Errorf("program %q: %w", prog, err)
+		return "", pe
 	}
 	return path, nil
+}
+
+// ProgramError is a program that local ranks cannot run. Its Code is what a shell (and a
+// remote rank, see sshspawn.ExecProgram) exits with: 127 when it does not exist, 126 when
+// it cannot be executed.
+type ProgramError struct {
+	// Prog is the program as given; Dir the --wdir it was looked up in, if any.
+	Prog, Dir string
+	Err       error
+}
+
+func (e *ProgramError) missing() bool {
+	return errors.Is(e.Err, exec.ErrNotFound) || errors.Is(e.Err, fs.ErrNotExist)
+}
+
+func (e *ProgramError) Error() string {
+	where := "this machine"
+	if e.Dir != "" {
+		where += " (in --wdir " + e.Dir + ")"
+	}
+	switch {
+	case e.missing() && !strings.Contains(e.Prog, "/"):
+		return fmt.Sprintf("program %q not found on %s (PATH=%s)", e.Prog, where, os.Getenv("PATH"))
+	case e.missing():
+		return fmt.Sprintf("program %q not found on %s", e.Prog, where)
+	}
+	var pe *fs.PathError
+	err := e.Err
+	if errors.As(err, &pe) {
+		err = pe.Err
+	} else if ee := (*exec.Error)(nil); errors.As(err, &ee) {
+		err = ee.Err
+	}
+	return fmt.Sprintf("program %q on %s cannot be run: %v", e.Prog, where, err)
+}
+
+func (e *ProgramError) Unwrap() error { return e.Err }
+
+// Code is the exit status ccrun ends with: 127 for a missing program, else 126.
+func (e *ProgramError) Code() int {
+	if e.missing() {
+		return 127
+	}
+	return 126
 }
 
 // CheckDir checks that dir, the ranks' working directory, is a directory on this machine.
@@ -183,7 +234,13 @@ type localProc struct {
 	lifeline  *os.File   // ccrun's end: closing it makes the watcher kill the group
 	readers   []*os.File // ccrun's ends of the rank's stdout and stderr pipes
 	copied    sync.WaitGroup
+	stdin     io.Reader      // Spec.Stdin
+	stdinW    *os.File       // ccrun's end of the rank's stdin pipe
+	fed       sync.WaitGroup // the copy to stdinW
 	waitDelay time.Duration
+	// watcherEnv is the watcher's environment: the rank's without the secret, so that
+	// whoever finds a job's processes by a variable of its ranks finds the watcher too.
+	watcherEnv []string
 }
 
 // start starts the rank, then its watcher. The rank's output goes through pipes that
@@ -200,6 +257,7 @@ func (p *localProc) start(spec Spec) (err error) {
 				f.Close()
 			}
 			p.copied.Wait()
+			p.closeStdin()
 			if p.lifeline != nil {
 				p.lifeline.Close()
 			}
@@ -209,6 +267,9 @@ func (p *localProc) start(spec Spec) (err error) {
 		return err
 	}
 	if p.cmd.Stderr, err = p.forward(spec.Stderr, &childEnds); err != nil {
+		return err
+	}
+	if err := p.feed(spec.Stdin, &childEnds); err != nil {
 		return err
 	}
 	lr, lw, err := os.Pipe()
@@ -223,6 +284,7 @@ func (p *localProc) start(spec Spec) (err error) {
 	pgid := p.cmd.Process.Pid
 	p.watcher = exec.Command("/bin/sh", "-c", localWatcher, "ccrun-lifeline", strconv.Itoa(pgid))
 	p.watcher.Stdin = lr
+	p.watcher.Env = p.watcherEnv
 	p.watcher.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.watcher.Start(); err != nil {
 		// No lifeline: do not leave a rank that nothing would clean up after.
@@ -252,6 +314,38 @@ func (p *localProc) forward(w io.Writer, childEnds *[]*os.File) (io.Writer, erro
 	return pw, nil
 }
 
+// feed gives the rank a pipe as stdin and copies in to it, closing it when in ends; with
+// in nil the rank's stdin is /dev/null.
+func (p *localProc) feed(in io.Reader, childEnds *[]*os.File) error {
+	if in == nil {
+		return nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	*childEnds = append(*childEnds, r)
+	p.cmd.Stdin, p.stdin, p.stdinW = r, in, w
+	p.fed.Go(func() {
+		io.Copy(w, in)
+		w.Close()
+	})
+	return nil
+}
+
+// closeStdin ends the copy to the rank's stdin: it closes Spec.Stdin (if it can), which
+// ends a read blocked on it, and the pipe, which ends a blocked write.
+func (p *localProc) closeStdin() {
+	if p.stdinW == nil {
+		return
+	}
+	if c, ok := p.stdin.(io.Closer); ok {
+		c.Close()
+	}
+	p.stdinW.Close()
+	p.fed.Wait()
+}
+
 func (p *localProc) Pid() int { return p.cmd.Process.Pid }
 
 // Signal signals the process group, whose id is the rank's pid (Setpgid).
@@ -270,6 +364,7 @@ func (p *localProc) Wait() Exit {
 	err := p.cmd.Wait()
 	p.lifeline.Close()
 	p.watcher.Wait()
+	p.closeStdin()
 	copied := make(chan struct{})
 	go func() {
 		p.copied.Wait()

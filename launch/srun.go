@@ -50,12 +50,12 @@ type Srun struct {
 
 // srunScript runs in the task. It reads the job secret (one line) from stdin into a
 // deleted 0600 file opened as fd 3, detaches stdin, prints "ccrun-pid PID" as its first
-// line of output (the rank keeps that pid: it is exec'd), enters DIR when given, checks the
-// program exists (exit 127 naming the host otherwise) and execs it. It contains no single
-// quote.
+// line of output (the rank keeps that pid: it is exec'd), unsets the one-task step's
+// identity slurmd set (unsetSlurmTask), enters DIR when given, checks the program exists
+// (exit 127 naming the host otherwise) and execs it. It contains no single quote.
 const srunScript = sshspawn.SecretPrelude + `exec </dev/null
 printf "ccrun-pid %s\n" $$
-` + sshspawn.EnterDir + `shift 2
+` + unsetSlurmTask + sshspawn.EnterDir + `shift 2
 ` + sshspawn.ExecProgram
 
 // SrunArgs returns the srun command line (without the program name) that runs spec's
@@ -164,6 +164,7 @@ func (s *Srun) Preload(context.Context, string, string) (string, error) {
 // Start runs one srun step for spec and returns once the task has reported its pid (or
 // srun has ended without it).
 func (s *Srun) Start(ctx context.Context, spec Spec) (Proc, error) {
+	dropStdin(spec.Stdin) // srun's own stdin forwarding is not used: /dev/null
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("no program to run")
 	}

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"io"
 	"syscall"
 
 	"github.com/seed-760dd1f1/cc/launch/sshspawn"
@@ -15,7 +16,7 @@ type sshRemote struct{ s *sshspawn.Spawner }
 func (r sshRemote) Connect(ctx context.Context, hosts []RemoteHost) error {
 	t := make([]sshspawn.Target, len(hosts))
 	for i, h := range hosts {
-		t[i] = sshspawn.Target{Name: h.Name, User: h.User}
+		t[i] = sshspawn.Target{Name: h.Name, User: h.User, Port: h.Port}
 	}
 	return r.s.Connect(ctx, t)
 }
@@ -26,7 +27,10 @@ func (r sshRemote) Preload(ctx context.Context, host, path string) (string, erro
 	return r.s.Preload(ctx, host, path)
 }
 
+// Start runs the rank in a session of its own, whose stdin carries the secret and then the
+// lifeline: the rank's stdin is /dev/null (Spec.Stdin is closed at once).
 func (r sshRemote) Start(ctx context.Context, spec Spec) (Proc, error) {
+	dropStdin(spec.Stdin)
 	p, err := r.s.Start(ctx, spec.Slot.Host, sshspawn.Command{
 		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, DirOptional: spec.DirOptional, Secret: spec.Secret,
 	}, spec.Stdout, spec.Stderr)
@@ -46,4 +50,12 @@ func (p sshProc) Signal(sig syscall.Signal) error { return p.p.Signal(sig) }
 func (p sshProc) Wait() Exit {
 	code, sig, err := p.p.Wait()
 	return Exit{Code: code, Signal: sig, Err: err}
+}
+
+// dropStdin closes the stdin of a rank whose spawner cannot feed it, so that ccrun's
+// stdin goes on to the ranks that read it.
+func dropStdin(in io.Reader) {
+	if c, ok := in.(io.Closer); ok {
+		c.Close()
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/launch/pmi"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 )
 
@@ -55,7 +56,9 @@ type supervisor struct {
 	procs   []Proc
 	events  chan event
 	root    <-chan bootstrap.Event
+	pmi     <-chan pmi.Event // the PMI-1 server's rank failures (see handlePMI)
 	streams *streams
+	stdin   *stdinFan
 
 	phase       phase
 	stopping    chan struct{} // closed at teardown: starts not yet begun are skipped
@@ -84,6 +87,7 @@ func newSupervisor(j *job, root <-chan bootstrap.Event) *supervisor {
 	for i, sl := range j.slots {
 		s.rep.Ranks[i].Slot = sl
 	}
+	s.stdin = newStdinFan(j.o.Stdin, j.o.StdinTo, n)
 	s.streams = newStreams(j.o.Output, func(err error) { s.events <- event{kind: evOutputClosed, rank: -1, err: err} })
 	return s
 }
@@ -112,6 +116,8 @@ func (s *supervisor) run(ctx context.Context) *Report {
 				continue
 			}
 			s.handleRoot(ev)
+		case ev := <-s.pmi:
+			s.handlePMI(ev)
 		case <-done:
 			done = nil
 			s.fail(&Cause{Kind: CauseInterrupt, Rank: -1, Err: context.Cause(ctx)})
@@ -163,7 +169,9 @@ func (s *supervisor) startAll(ctx context.Context) {
 				s.events <- event{kind: evStartFailed, rank: sl.Rank, err: err}
 				return
 			}
-			p, err := s.j.spawner(sl.Host).Start(ctx, s.j.spec(sl, out, errw))
+			spec := s.j.spec(sl, out, errw)
+			spec.Stdin = s.stdin.reader(sl.Rank)
+			p, err := s.j.spawner(sl.Host).Start(ctx, spec)
 			if err != nil {
 				out.Close()
 				errw.Close()
@@ -186,6 +194,7 @@ func (s *supervisor) settle(r int) {
 	if !s.settled[r] {
 		s.settled[r] = true
 		s.open--
+		s.stdin.drop(r)
 	}
 }
 
@@ -223,14 +232,15 @@ func (s *supervisor) handle(ev event) {
 			return // its late status is still the truth, for the report
 		}
 		s.settle(ev.rank)
+		s.j.pmiExited(ev.rank)
 		s.j.o.Logf("rank %d on %s (pid %d): %s", ev.rank, st.Slot.Host, st.Pid, ev.exit)
 		c := s.rep.Cause
 		switch {
 		case ev.exit.Err != nil:
 			s.fail(&Cause{Kind: CauseLost, Rank: ev.rank, Host: st.Slot.Host, Err: ev.exit.Err})
 		case !ev.exit.Failed():
-		case c != nil && c.Kind == CauseAbort && c.Rank == ev.rank && lostOnly(c.Err):
-			// The root saw the connection drop first; the exit status says more.
+		case c != nil && c.Kind == CauseAbort && c.Rank == ev.rank && (lostOnly(c.Err) || pmiLost(c.Err)):
+			// The root (or the PMI server) saw the connection drop first; the exit status says more.
 			c.Kind = CauseExit
 		default:
 			s.fail(&Cause{Kind: CauseExit, Rank: ev.rank, Host: st.Slot.Host})

@@ -14,11 +14,16 @@ var singleDash = map[string]string{
 	"-wdir": "--wdir", "-wd": "--wdir", "-oversubscribe": "--oversubscribe", "-timeout": "--timeout",
 	"-tag-output": "--tag-output", "-output-filename": "--output-filename", "-map-by": "--map-by",
 	"-display-map": "--display-map", "-preload-binary": "--preload-binary", "-prepend-rank": "--prepend-rank",
+	// Hydra's environment flags; -envlist, -envall and -envnone are per executable in Hydra,
+	// and ccrun runs one executable, so they mean the same as the global ones.
+	"-genvlist": "--genvlist", "-genvall": "--genvall", "-genvnone": "--genvnone",
+	"-envlist": "--genvlist", "-envall": "--genvall", "-envnone": "--genvnone",
 }
 
 // rewriteArgs turns mpirun-style options among ccrun's own into pflag's form and stops at
-// the program name (or "--"): -np 4 -> --np 4, -genv K V -> --env K=V. Everything from the
-// program name on is left exactly as given.
+// the program name (or "--"): -np 4 -> --np 4, -genv K V and -genv K=V -> --env K=V (Hydra
+// takes one argument when it holds '='; -env is the same for ccrun's single executable).
+// Everything from the program name on is left exactly as given.
 func rewriteArgs(args []string, fs *pflag.FlagSet) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -26,10 +31,16 @@ func rewriteArgs(args []string, fs *pflag.FlagSet) []string {
 		switch {
 		case a == "--" || a == "-" || !strings.HasPrefix(a, "-"):
 			return append(out, args[i:]...) // the program and its arguments
-		case a == "-genv" && i+2 < len(args):
+		case (a == "-genv" || a == "-env") && i+1 < len(args) && strings.Contains(args[i+1], "="):
+			out = append(out, "--env", args[i+1])
+			i++
+			continue
+		case (a == "-genv" || a == "-env") && i+2 < len(args):
 			out = append(out, "--env", args[i+1]+"="+args[i+2])
 			i += 2
 			continue
+		case a == "-genv" || a == "-env":
+			return append(out, "--env") // pflag: flag needs an argument
 		}
 		name, value, hasValue := strings.Cut(a, "=")
 		if long, ok := singleDash[name]; ok {

@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,22 +104,8 @@ type job struct {
 	code     int
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuf collects a stream written by one goroutine and read by another.
+type syncBuf = proctest.Buffer
 
 // startCCRun starts the ccrun binary; the test's cleanup kills it if it is still running.
 func startCCRun(t *testing.T, args ...string) *job {

@@ -9,9 +9,9 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -22,8 +22,10 @@ import (
 )
 
 // markedJob starts the ccrun binary with a unique marker in its environment and returns
-// the function that lists the job's live processes. stdout may be nil (collected in
-// j.out) or a file.
+// the function that lists the job's live processes: those with the marker in their
+// environment (local ranks inherit it; remote ranks get it as a forwarded CC_ variable)
+// or command line (a remote rank's session script), and the ccrun binary's own processes
+// (ccrun, its remote agents). stdout may be nil (collected in j.out) or a file.
 func markedJob(t *testing.T, stdout *os.File, args ...string) (*job, func() []int) {
 	t.Helper()
 	if testing.Short() {
@@ -33,7 +35,9 @@ func markedJob(t *testing.T, stdout *os.File, args ...string) (*job, func() []in
 	var b [8]byte
 	rand.Read(b[:])
 	marker := "CC_ORPHAN_MARK=" + hex.EncodeToString(b[:])
-	list := func() []int { return proctest.WithEnv(marker) }
+	list := func() []int {
+		return union(proctest.WithEnv(marker), proctest.WithCmdline(marker[len("CC_ORPHAN_MARK="):]), proctest.WithCmdline(bin))
+	}
 	t.Cleanup(func() { // after startJob's cleanup has killed ccrun
 		for _, p := range list() {
 			syscall.Kill(p, syscall.SIGKILL)
@@ -69,17 +73,52 @@ var readyRe = regexp.MustCompile(`(?m)^ready$`)
 // deaf to SIGTERM, then says ready and waits for them.
 const family = `sh -c 'sleep 300; :' & (trap "" TERM; sleep 300) & echo ready; wait`
 
+// union lists the pids of every list once.
+func union(lists ...[]int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, l := range lists {
+		for _, p := range l {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // TestNoOrphans ends a job in each way that used to leave processes behind, and counts.
 func TestNoOrphans(t *testing.T) {
-	// signal waits for both ranks' families, then sends ccrun sigs.
+	for _, tc := range teardownCases(t, 2) {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, []string{"-np", "2"}) })
+	}
+}
+
+// teardownCase is one way a job ends.
+type teardownCase struct {
+	name string
+	args []string
+	// pipe: ccrun's stdout is a pipe that the test closes after one line.
+	pipe bool
+	// end ends the job once it runs (nil: the job ends by itself).
+	end     func(*testing.T, *job, func() []int)
+	code    int    // ccrun's exit status; -1 for killed
+	summary string // a line of ccrun's summary
+}
+
+// teardownCases are the ways a job of np ranks ends, each with ranks that start children
+// and grandchildren (some deaf to SIGTERM).
+func teardownCases(t *testing.T, np int) []teardownCase {
+	// signal waits for every rank's family, then sends ccrun sigs.
 	signal := func(sigs ...syscall.Signal) func(*testing.T, *job, func() []int) {
 		return func(t *testing.T, j *job, list func() []int) {
-			waitLines(t, j, j.out.String, readyRe, 2)
+			waitLines(t, j, j.out.String, readyRe, np)
 			// A rank: itself, 2 children, a grandchild, its watcher. "ready" comes
 			// before the grandchild's fork, so wait for it (bounded).
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 				n := len(list())
-				if n >= 1+2*5 {
+				if n >= 1+np*5 {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -94,16 +133,7 @@ func TestNoOrphans(t *testing.T) {
 			}
 		}
 	}
-	tests := []struct {
-		name string
-		args []string
-		// pipe: ccrun's stdout is a pipe that the test closes after one line.
-		pipe bool
-		// end ends the job once it runs (nil: the job ends by itself).
-		end     func(*testing.T, *job, func() []int)
-		code    int    // ccrun's exit status; -1 for killed
-		summary string // a line of ccrun's summary
-	}{
+	return []teardownCase{
 		// The ranks and their children ignore SIGTERM and the grace period is long: only
 		// the second Ctrl-C, SIGKILL at once, can end the job before the hang guard.
 		{"second SIGINT", []string{"-v", "--grace", "10m", "/bin/sh", "-c", `trap "" TERM; ` + family}, false,
@@ -120,36 +150,38 @@ func TestNoOrphans(t *testing.T) {
 		// The ranks exit 0 at once and leave children behind, one of them deaf to SIGTERM.
 		{"leftover children", []string{"/bin/sh", "-c", `sleep 300 & (trap "" TERM; sleep 300) & echo started`}, false,
 			nil, 0, ""},
+		// Rank 1 fails once every other rank has started its family.
 		{"a rank fails", []string{"--grace", "1s", "/bin/sh", "-c",
-			`if [ "$CC_RANK" = 1 ]; then while [ ! -e "$0" ]; do sleep 0.05; done; exit 3; fi; touch "$0"; ` + family,
-			filepath.Join(t.TempDir(), "rank0-ready")}, false,
-			nil, 3, "1 other rank(s) were terminated by ccrun."},
+			fmt.Sprintf(`if [ "$CC_RANK" = 1 ]; then while [ $(ls "$0" | wc -l) -lt %d ]; do sleep 0.05; done; exit 3; fi; `, np-1) +
+				`touch "$0/$CC_RANK"; ` + family, t.TempDir()}, false,
+			nil, 3, fmt.Sprintf("%d other rank(s) were terminated by ccrun.", np-1)},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r, w *os.File
-			if tt.pipe {
-				var err error
-				if r, w, err = os.Pipe(); err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
-			}
-			j, list := markedJob(t, w, append([]string{"-np", "2"}, tt.args...)...)
-			if tt.pipe {
-				w.Close()
-				if line, err := bufio.NewReader(r).ReadString('\n'); err != nil || line != "ready\n" {
-					t.Fatalf("first line %q, %v", line, err)
-				}
-				r.Close()
-			}
-			if tt.end != nil {
-				tt.end(t, j, list)
-			}
-			if code := j.wait(t, 2*time.Minute); code != tt.code || !strings.Contains(j.err.String(), tt.summary) {
-				t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, j.err, tt.code, tt.summary)
-			}
-			checkNoneOf(t, list, 20*time.Second)
-		})
+}
+
+// run starts ccrun with hostArgs and the case's arguments, ends the job as the case
+// says, checks ccrun's exit status and summary, and that no process of the job is left.
+func (tc teardownCase) run(t *testing.T, hostArgs []string) {
+	var r, w *os.File
+	if tc.pipe {
+		var err error
+		if r, w, err = os.Pipe(); err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
 	}
+	j, list := markedJob(t, w, append(hostArgs, tc.args...)...)
+	if tc.pipe {
+		w.Close()
+		if line, err := bufio.NewReader(r).ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("first line %q, %v", line, err)
+		}
+		r.Close()
+	}
+	if tc.end != nil {
+		tc.end(t, j, list)
+	}
+	if code := j.wait(t, 2*time.Minute); code != tc.code || !strings.Contains(j.err.String(), tc.summary) {
+		t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, j.err, tc.code, tc.summary)
+	}
+	checkNoneOf(t, list, 20*time.Second)
 }

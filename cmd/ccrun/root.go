@@ -30,11 +30,14 @@ type Options struct {
 	Oversubscribe bool
 	X             []string
 	Env           []string
+	GenvList      []string
+	GenvAll       bool
+	GenvNone      bool
 	ForwardPrefix []string
 	TagOutput     bool
 	Label         bool
 	OutputDir     string
-	Timeout       int
+	Timeout       string
 	Grace         time.Duration
 	Wdir          string
 	RootAddr      string
@@ -42,6 +45,10 @@ type Options struct {
 	DisplayMap    bool
 	Verbose       bool
 	Launcher      string
+	// AllowSingletons runs an Open MPI program anyway (see checkMPI).
+	AllowSingletons bool
+	NoAgent         bool
+	Stdin           string
 
 	SSHPort         int
 	SSHUser         string
@@ -60,28 +67,34 @@ type Options struct {
 func (o *Options) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.IntVarP(&o.NP, "np", "n", 0, "number of ranks (also -np); default: one per slot")
-	fs.StringArrayVarP(&o.Hosts, "host", "H", nil, "hosts, comma-separated, each h or h:slots; Slurm hostlists allowed (node[01-04]:2); repeatable")
-	fs.StringVar(&o.Hostfile, "hostfile", "", "hostfile: Open MPI (host slots=N max_slots=M) or MPICH (host:N) lines, # comments")
+	fs.StringArrayVarP(&o.Hosts, "host", "H", nil, "hosts, comma-separated, each [user@]h or h:slots; Slurm hostlists allowed (node[01-04]:2); repeatable; with --hostfile, selects within it")
+	fs.StringVarP(&o.Hostfile, "hostfile", "f", "", "hostfile: Open MPI (host slots=N max_slots=M) or MPICH (host:N) lines, # comments (-f: Hydra)")
 	fs.StringVar(&o.Machinefile, "machinefile", "", "same as --hostfile")
 	fs.IntVarP(&o.PerNode, "npernode", "N", 0, "ranks per host (Open MPI -N/--npernode)")
-	fs.IntVar(&o.PPN, "ppn", 0, "ranks per host (Hydra -ppn); same as --npernode")
+	fs.IntVar(&o.PPN, "ppn", 0, "give every host N slots, whatever its hostfile says (Hydra -ppn)")
 	fs.StringVar(&o.MapBy, "map-by", "slot", "placement: slot (fill each host), node (round-robin), or ppr:N:node")
 	fs.BoolVar(&o.Oversubscribe, "oversubscribe", false, "allow more ranks than slots on a host (never more than max_slots); without hosts, more ranks than CPUs")
 	fs.StringArrayVarP(&o.X, "export", "x", nil, "pass VAR (ccrun's value) or VAR=value to every rank; repeatable")
-	fs.StringArrayVar(&o.Env, "env", nil, "pass VAR=value to every rank; repeatable (also -genv VAR value)")
+	fs.StringArrayVar(&o.Env, "env", nil, "pass VAR=value to every rank; repeatable (also Hydra's -genv VAR=value, -genv VAR value, -env)")
+	fs.StringSliceVar(&o.GenvList, "genvlist", nil, "pass only these variables of ccrun's environment, comma-separated, with -x and --env (Hydra -genvlist)")
+	fs.BoolVar(&o.GenvAll, "genvall", false, "pass all of ccrun's environment to every rank, remote ones too (Hydra -genvall)")
+	fs.BoolVar(&o.GenvNone, "genvnone", false, "pass nothing of ccrun's environment but -x and --env; local ranks keep PATH, HOME, USER, ... (Hydra -genvnone)")
 	fs.StringSliceVar(&o.ForwardPrefix, "forward-prefix", launch.DefaultForward,
 		"prefixes of ccrun's own variables passed to every rank without -x; --forward-prefix= passes none")
 	fs.BoolVar(&o.TagOutput, "tag-output", false, "prefix each output line with [1,RANK]<stdout>: or <stderr>: (Open MPI)")
 	fs.BoolVarP(&o.Label, "prepend-rank", "l", false, "prefix each output line with [RANK] (Hydra -l)")
 	fs.StringVar(&o.OutputDir, "output-filename", "", "write each rank's output to DIR/1/rank.RANK/{stdout,stderr} instead of the terminal")
-	fs.IntVar(&o.Timeout, "timeout", 0, "end the job after SEC seconds with exit status 110, printing each rank's state (env MPIEXEC_TIMEOUT); 0: none")
+	fs.StringVar(&o.Timeout, "timeout", "0", "end the job after `SEC` seconds (5, 1.5) or a duration (500ms, 2m) with exit status 110, printing each rank's state (env MPIEXEC_TIMEOUT); 0: none")
 	fs.DurationVar(&o.Grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when the job is torn down")
 	fs.StringVar(&o.Wdir, "wdir", "", "working directory of the ranks; default: ccrun's (remote: if it exists there, else the login directory)")
 	fs.StringVar(&o.RootAddr, "root-addr", "", "host or address ranks use to reach ccrun's bootstrap root; default: 127.0.0.1 locally, ccrun's end of each SSH connection remotely")
 	fs.BoolVar(&o.Preload, "preload-binary", false, "copy the program to each remote host over SSH before starting it")
 	fs.BoolVar(&o.DisplayMap, "display-map", false, "print the rank-to-host map before starting")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
+	fs.StringVar(&o.Stdin, "stdin", "0", "which ranks read ccrun's stdin: a rank, all, or none (/dev/null); the others read /dev/null")
+	fs.BoolVar(&o.NoAgent, "no-agent", false, "start each remote rank in an SSH session of its own instead of through one ccrun agent per host")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
+	fs.BoolVar(&o.AllowSingletons, "allow-singletons", false, "run an Open MPI (PMIx) program anyway, each rank as a 1-rank MPI job (ccrun serves MPICH's PMI-1 only)")
 
 	fs.IntVar(&o.SSHPort, "ssh-port", 0, "SSH port; default: the ssh config's Port, else 22")
 	fs.StringVar(&o.SSHUser, "ssh-user", "", "SSH login name; default: the hostfile's user=, the ssh config's User, else your user name")
@@ -93,7 +106,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SSHKeepalive, "ssh-keepalive", 5*time.Second, "interval of SSH keepalives")
 	fs.IntVar(&o.SSHKeepaliveMax, "ssh-keepalive-count", 3, "unanswered keepalives in a row after which a host counts as lost")
 	fs.IntVar(&o.SSHParallel, "ssh-parallel", 32, "hosts contacted at once")
-	fs.IntVar(&o.SSHMaxSessions, "ssh-max-sessions", 8, "ranks per SSH connection (sshd's MaxSessions is 10 by default)")
+	fs.IntVar(&o.SSHMaxSessions, "ssh-max-sessions", 8, "sessions per SSH connection: one per host with an agent, one per rank without (sshd's MaxSessions is 10 by default)")
 }
 
 const long = `ccrun starts PROGRAM as NP ranks on this machine or on hosts reached over SSH,
@@ -106,15 +119,23 @@ forwards their output, and ends the whole job as soon as one rank fails.
 Hosts come from -H and --hostfile; with neither, inside a Slurm allocation from
 SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; otherwise the job runs here, one
 slot per CPU (more ranks need --oversubscribe).
-Remote ranks start over SSH, or with --launcher srun as Slurm job steps.
+Remote ranks start over SSH, through one ccrun agent per host (--no-agent: one
+session per rank), or with --launcher srun as Slurm job steps. Rank 0 reads
+ccrun's stdin (--stdin).
 ccrun's own flags end at PROGRAM: everything after it belongs to PROGRAM.
 
 Every rank gets CC_RANK, CC_NRANKS, CC_LOCAL_RANK, CC_LOCAL_NRANKS, CC_NODE_RANK,
 CC_ROOT_ADDR and CC_JOB_ID (and its job secret, never on a command line), the
-same under the names other launchers use (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/
-LOCAL_SIZE, PMI_RANK/PMI_SIZE, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT), plus every NCCL_* and CC_* variable of ccrun's
-environment (see --forward-prefix) and what -x and --env name.
+same under the names other launchers use (OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE,
+MPI_LOCALRANKID/MPI_LOCALNRANKS, torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+GROUP_RANK, TORCHELASTIC_RUN_ID, ..., MASTER_ADDR, MASTER_PORT), plus every NCCL_*
+and CC_* variable of ccrun's environment (see --forward-prefix) and what -x and
+--env name. An outer launcher's variables (PMIX_*, OMPI_*, PMI_*, SLURM_PROCID,
+...) never reach the ranks.
+
+MPI programs built with MPICH (or Intel MPI, MVAPICH) run as one job: ccrun
+serves them PMI-1 (PMI_PORT, PMI_ID). Open MPI programs, which want PMIx, are
+refused unless --allow-singletons.
 
 Ctrl-C, SIGTERM or SIGHUP ends the job (SIGTERM to every rank's process group,
 --grace, SIGKILL); a second one SIGKILLs every rank at once. A closed output pipe
@@ -123,8 +144,10 @@ even when it is killed with SIGKILL.
 
 Exit status: 0; the first failing rank's exit code (128+N for a signal); 110
 after --timeout; 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP); 141 when the
-output pipe was closed; 2 for bad usage; 1 when a host cannot be reached or is
-lost.`
+output pipe was closed; 2 for bad usage; 127 when the program is missing here
+(126: not executable); 1 when a host cannot be reached or is lost.
+
+Shell completion: ccrun completion bash|zsh|fish (exactly these two words).`
 
 // newRoot builds the cobra command; run is called with the parsed options and program.
 func newRoot(o *Options, stdout, stderr io.Writer, run func(ctx context.Context, argv []string) error) *cobra.Command {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
 	"github.com/seed-760dd1f1/cc/launch"
+	"github.com/seed-760dd1f1/cc/launch/agent"
 	"github.com/seed-760dd1f1/cc/launch/hostfile"
 	"github.com/seed-760dd1f1/cc/launch/sshspawn"
 	"github.com/spf13/cobra"
@@ -24,6 +27,9 @@ import (
 
 // run is the whole program (see cli.RunFunc).
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && args[1] == agent.Flag {
+		return runAgent(ctx, stderr)
+	}
 	ctx, kill, stop := trapSignals(ctx)
 	defer stop()
 	var o Options
@@ -34,22 +40,26 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return cli.WithCode(exitUsage, err)
 		}
 		lookup := cli.Lookup(environ)
+		what := "--timeout"
 		if t, ok := lookup("MPIEXEC_TIMEOUT"); ok && !cmd.Flags().Changed("timeout") && !v.IsSet("timeout") {
-			n, err := strconv.Atoi(t)
-			if err != nil {
-				return usagef("MPIEXEC_TIMEOUT=%q: want a number of seconds", t)
-			}
-			o.Timeout = n
+			o.Timeout, what = t, "MPIEXEC_TIMEOUT"
 		}
-		return launchJob(ctx, kill, &o, argv, environ, stdout, stderr)
+		timeout, err := parseTimeout(what, o.Timeout)
+		if err != nil {
+			return cli.WithCode(exitUsage, err)
+		}
+		return launchJob(ctx, kill, &o, timeout, argv, environ, stdout, stderr)
 	})
-	cmd.SetArgs(rewriteArgs(args[1:], cmd.Flags()))
+	if shell, ok := completionShell(args[1:]); ok {
+		return cli.Fail(stderr, "ccrun", writeCompletion(cmd, shell, stdout))
+	}
+	cmd.SetArgs(completeArgs(args[1:], cmd.Flags()))
 	return cli.Fail(stderr, "ccrun", cmd.ExecuteContext(ctx))
 }
 
 // launchJob turns the options into a launch.Options, runs the job and maps its outcome to
 // an exit status. kill carries the signals that hurry the teardown (see trapSignals).
-func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, environ []string, stdout, stderr io.Writer) error {
+func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout time.Duration, argv, environ []string, stdout, stderr io.Writer) error {
 	lookup := cli.Lookup(environ)
 	logw := &lockedWriter{w: stderr}
 	logf := func(format string, args ...any) {}
@@ -59,14 +69,12 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 	switch {
 	case o.NP < 0:
 		return usagef("bad -np %d: want 1 or more ranks", o.NP)
-	case o.Timeout < 0:
-		return usagef("bad --timeout %d: want 0 (no timeout) or a number of seconds", o.Timeout)
 	case o.Grace <= 0:
 		return usagef("bad --grace %v: want a positive duration such as 3s", o.Grace)
 	case o.PerNode < 0 || o.PPN < 0:
 		return usagef("bad ranks per node %d: want 1 or more", min(o.PerNode, o.PPN))
-	case o.PerNode > 0 && o.PPN > 0 && o.PerNode != o.PPN:
-		return usagef("-N %d and -ppn %d disagree: give one", o.PerNode, o.PPN)
+	case o.PerNode > 0 && o.PPN > 0:
+		return usagef("-N %d and -ppn %d mean different things (exactly N ranks per host; every host has N slots): give one", o.PerNode, o.PPN)
 	case o.TagOutput && o.Label:
 		return usagef("--tag-output and -l/--prepend-rank exclude each other: choose one")
 	}
@@ -80,22 +88,27 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 	if err != nil {
 		return cli.WithCode(exitUsage, err)
 	}
-	perNode := max(o.PerNode, o.PPN)
+	perNode := o.PerNode
 	if ppr > 0 {
 		if perNode > 0 && perNode != ppr {
 			return usagef("--map-by %s and -N %d disagree", o.MapBy, perNode)
 		}
 		perNode = ppr
 	}
-	hosts, source, err := resolveHosts(o, lookup)
-	if err != nil {
-		return err
-	}
 	isLocal := launch.IsLocalName
 	if o.Launcher == launcherSrun {
 		isLocal = func(string) bool { return false } // every rank is a Slurm step
 	}
-	hosts = launch.OneNode(hosts, isLocal) // localhost, the host name, its addresses: one node
+	hosts, source, err := resolveHosts(o, lookup, isLocal)
+	if err != nil {
+		return err
+	}
+	hosts = launch.OneNode(hosts, isLocal)
+	if o.PPN > 0 {
+		if hosts, err = hydraPPN(hosts, o.PPN); err != nil {
+			return err
+		}
+	} // localhost, the host name, its addresses: one node
 	logf("hosts from %s: %d", source, len(hosts))
 	if err := checkLocal(o, hosts, source, isLocal); err != nil {
 		return err
@@ -105,10 +118,10 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 		Placement: launch.Placement{NP: o.NP, MapBy: mapBy, PerNode: perNode, Oversubscribe: o.Oversubscribe},
 		Argv:      argv,
 		Environ:   environ,
-		Env:       launch.EnvRequest{Forward: o.ForwardPrefix, X: o.X, Env: o.Env},
+		Env:       envRequest(o),
 		Wdir:      o.Wdir,
 		Output:    launch.Output{Stdout: stdout, Stderr: stderr, Tag: o.TagOutput, Label: o.Label, Dir: o.OutputDir},
-		Timeout:   time.Duration(o.Timeout) * time.Second,
+		Timeout:   timeout,
 		Grace:     o.Grace,
 		RootAddr:  o.RootAddr,
 		Preload:   o.Preload,
@@ -131,8 +144,27 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 		}
 		return cli.WithCode(exitUsage, err)
 	}
+	if o.GenvAll && (o.GenvNone || len(o.GenvList) > 0) {
+		return usagef("-genvall cannot be combined with -genvnone or -genvlist: choose one")
+	}
 	if _, err := launch.BaseEnv(environ, lo.Env); err != nil {
 		return cli.WithCode(exitUsage, err)
+	}
+	if err := checkMPI(o, argv, len(slots)); err != nil {
+		return err
+	}
+	for _, name := range launch.UnsetX(environ, lo.Env) {
+		flag := "-x " + name
+		if !slices.Contains(o.X, name) {
+			flag = "-genvlist " + strings.Join(o.GenvList, ",")
+		}
+		logw.printf("ccrun: warning: %s: %s is not set in ccrun's environment; the ranks do not get it\n", flag, name)
+	}
+	if lo.StdinTo, err = stdinTarget(o.Stdin, len(slots)); err != nil {
+		return err
+	}
+	if lo.StdinTo != launch.StdinNone {
+		lo.Stdin = ranksStdin(stdinFile)
 	}
 	if o.DisplayMap {
 		writeMap(stdout, slots)
@@ -151,12 +183,19 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 		if err != nil {
 			return err
 		}
-		lo.Remote = launch.SSH(sp)
+		self, err := os.Executable()
+		lo.Remote = agent.NewSSH(sp, agent.SSHOptions{
+			Path: self, Preload: o.Preload, Disabled: o.NoAgent || err != nil, Keepalive: o.SSHKeepalive, Logf: logf,
+		})
 	}
 	fwd, stop := forwardSignals()
 	defer stop()
 	lo.Forward = fwd
 	rep, err := launch.Run(ctx, lo)
+	var pe *launch.ProgramError
+	if errors.As(err, &pe) {
+		return cli.WithCode(pe.Code(), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -177,39 +216,65 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, argv, env
 	return nil
 }
 
-// resolveHosts reads -H and --hostfile; without them, a Slurm allocation; else this machine.
-func resolveHosts(o *Options, lookup func(string) (string, bool)) ([]hostfile.Host, string, error) {
-	var hosts []hostfile.Host
-	var source string
+// envRequest turns -x, --env, --forward-prefix and Hydra's -genvlist, -genvall and
+// -genvnone into a launch.EnvRequest: -genvlist A,B is -genvnone plus -x A -x B.
+func envRequest(o *Options) launch.EnvRequest {
+	req := launch.EnvRequest{Forward: o.ForwardPrefix, X: append(slices.Clone(o.X), o.GenvList...), Env: o.Env}
+	switch {
+	case o.GenvAll:
+		req.Pass = launch.PassAll
+	case o.GenvNone || len(o.GenvList) > 0:
+		req.Pass = launch.PassNone
+	}
+	return req
+}
+
+// resolveHosts reads --hostfile and -H (with both, -H selects among the hostfile's hosts,
+// as with mpirun); without them, a Slurm allocation; else this machine. A hostfile host of
+// this machine without a slot count gets one slot per CPU (Open MPI: its cores).
+func resolveHosts(o *Options, lookup func(string) (string, bool), isLocal func(string) bool) ([]hostfile.Host, string, error) {
+	var inFile []hostfile.Host
+	var file string
 	for _, hf := range []struct{ flag, file string }{{"--hostfile", o.Hostfile}, {"--machinefile", o.Machinefile}} {
-		file := hf.file
-		if file == "" {
+		if hf.file == "" {
 			continue
 		}
-		f, err := os.Open(file)
+		f, err := os.Open(hf.file)
 		if err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return nil, "", usagef("%s %s: %v", hf.flag, file, err)
+			return nil, "", usagef("%s %s: %v", hf.flag, hf.file, err)
 		}
-		got, err := hostfile.Parse(file, f)
+		got, err := hostfile.Parse(hf.file, f)
 		f.Close()
 		if err != nil {
 			return nil, "", cli.WithCode(exitUsage, err)
 		}
-		hosts, source = hostfile.Merge(hosts, got...), file
+		inFile, file = hostfile.Merge(inFile, got...), hf.file
 	}
+	inFile = launch.LocalCores(inFile, isLocal)
+	var listed []hostfile.Host
 	for _, h := range o.Hosts {
 		got, err := hostfile.ParseList(h)
 		if err != nil {
 			return nil, "", cli.WithCode(exitUsage, fmt.Errorf("-H: %w", err))
 		}
-		hosts, source = hostfile.Merge(hosts, got...), "-H"
+		listed = hostfile.Merge(listed, got...)
 	}
-	if len(hosts) > 0 {
-		return hosts, source, nil
+	switch {
+	case len(inFile) > 0 && len(listed) > 0:
+		same := func(a, b string) bool { return a == b || isLocal(a) && isLocal(b) }
+		hosts, err := hostfile.Select(inFile, listed, same)
+		if err != nil {
+			return nil, "", usagef("-H with --hostfile %s: %v", file, err)
+		}
+		return hosts, "-H within " + file, nil
+	case len(inFile) > 0:
+		return inFile, file, nil
+	case len(listed) > 0:
+		return listed, "-H", nil // -H node without a count is one slot, as with mpirun
 	}
 	nodes, ok := lookup("SLURM_JOB_NODELIST")
 	if !ok {
@@ -221,6 +286,19 @@ func resolveHosts(o *Options, lookup func(string) (string, bool)) ([]hostfile.Ho
 		return h, sourceSlurm, cli.WithCode(exitUsage, err)
 	}
 	return launch.LocalHost(), sourceLocal, nil
+}
+
+// hydraPPN applies Hydra's -ppn N: every host gets N slots, whatever its hostfile said.
+func hydraPPN(hosts []hostfile.Host, n int) ([]hostfile.Host, error) {
+	out := make([]hostfile.Host, len(hosts))
+	for i, h := range hosts {
+		if h.MaxSlots > 0 && n > h.MaxSlots {
+			return nil, usagef("-ppn %d: host %s has max_slots=%d", n, h.Name, h.MaxSlots)
+		}
+		h.Slots, h.NoCount = n, false
+		out[i] = h
+	}
+	return out, nil
 }
 
 // Where the hosts came from, when neither -H nor --hostfile gave them.

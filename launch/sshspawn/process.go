@@ -41,17 +41,13 @@ func (s *Spawner) Start(ctx context.Context, hostName string, cmd Command, stdou
 	if strings.ContainsAny(cmd.Secret, "\n\r") {
 		return nil, errors.New("job secret contains a newline")
 	}
-	h, err := s.host(hostName)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.acquire(ctx, h)
+	c, err := s.sessionSlot(ctx, hostName)
 	if err != nil {
 		return nil, err
 	}
 	p, err := s.start(ctx, c, cmd, stdout, stderr)
 	if err != nil {
-		h.release(c)
+		c.host.release(c)
 		return nil, err
 	}
 	return p, nil
@@ -59,33 +55,12 @@ func (s *Spawner) Start(ctx context.Context, hostName string, cmd Command, stdou
 
 func (s *Spawner) start(ctx context.Context, c *conn, cmd Command, stdout, stderr io.Writer) (*Process, error) {
 	alias := c.host.set.alias
-	sess, err := c.client.NewSession()
+	sess, stdin, out, err := c.startSession(remoteCommand(cmd), stderr)
 	if err != nil {
-		if c.deadErr() != nil {
-			return nil, c.lost(err)
-		}
-		return nil, fmt.Errorf("host %s: open session: %w", alias, err)
-	}
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		sess.Close()
 		return nil, err
-	}
-	out, err := sess.StdoutPipe()
-	if err != nil {
-		sess.Close()
-		return nil, err
-	}
-	if stderr == nil {
-		stderr = io.Discard
 	}
 	if stdout == nil {
 		stdout = io.Discard
-	}
-	sess.Stderr = stderr
-	if err := sess.Start(remoteCommand(cmd)); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("host %s: start: %w", alias, err)
 	}
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	_, werr := io.WriteString(stdin, cmd.Secret+"\n")
@@ -106,6 +81,38 @@ func (s *Spawner) start(ctx context.Context, c *conn, cmd Command, stdout, stder
 		close(p.copyDone)
 	})
 	return p, nil
+}
+
+// startSession runs command in a new session whose stderr goes to stderr, and returns
+// the session and its stdin and stdout.
+func (c *conn) startSession(command string, stderr io.Writer) (*ssh.Session, io.WriteCloser, io.Reader, error) {
+	alias := c.host.set.alias
+	sess, err := c.client.NewSession()
+	if err != nil {
+		if c.deadErr() != nil {
+			return nil, nil, nil, c.lost(err)
+		}
+		return nil, nil, nil, fmt.Errorf("host %s: open session: %w", alias, err)
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, nil, err
+	}
+	out, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, nil, err
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	sess.Stderr = stderr
+	if err := sess.Start(command); err != nil {
+		sess.Close()
+		return nil, nil, nil, fmt.Errorf("host %s: start: %w", alias, err)
+	}
+	return sess, stdin, out, nil
 }
 
 // Pid is the process id on the remote host (also its process group); 0 if the remote
@@ -150,14 +157,20 @@ func (p *Process) Wait() (code int, sig syscall.Signal, err error) {
 // Preload copies the executable at localPath to host once and returns its path there, in a
 // fresh directory that Close removes.
 func (s *Spawner) Preload(ctx context.Context, hostName, localPath string) (string, error) {
+	return s.PreloadAs(ctx, hostName, localPath, filepath.Base(localPath))
+}
+
+// PreloadAs copies the executable at localPath to host under name, once per name, into
+// the host's preload directory (created by the first copy, removed by Close), and returns
+// its path there.
+func (s *Spawner) PreloadAs(ctx context.Context, hostName, localPath, name string) (string, error) {
 	h, err := s.host(hostName)
 	if err != nil {
 		return "", err
 	}
 	h.preloadMu.Lock()
 	defer h.preloadMu.Unlock()
-	name := filepath.Base(localPath)
-	if h.preloadDir != "" {
+	if h.preloaded[name] {
 		return path.Join(h.preloadDir, name), nil
 	}
 	f, err := os.Open(localPath)
@@ -168,7 +181,7 @@ func (s *Spawner) Preload(ctx context.Context, hostName, localPath string) (stri
 	c := h.conns[0]
 	stop := context.AfterFunc(ctx, func() { c.die(context.Cause(ctx)) })
 	defer stop()
-	out, err := c.run(preloadCommand(name), f)
+	out, err := c.run(preloadCommand(h.preloadDir, name), f)
 	if err != nil {
 		return "", fmt.Errorf("copy %s: %w", localPath, err)
 	}
@@ -177,6 +190,10 @@ func (s *Spawner) Preload(ctx context.Context, hostName, localPath string) (stri
 		return "", fmt.Errorf("copy %s: unexpected answer %q", localPath, trimOutput(out))
 	}
 	h.preloadDir = dir
+	if h.preloaded == nil {
+		h.preloaded = map[string]bool{}
+	}
+	h.preloaded[name] = true
 	s.cfg.Logf("copied %s to %s:%s", localPath, hostName, path.Join(dir, name))
 	return path.Join(dir, name), nil
 }

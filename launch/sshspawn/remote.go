@@ -145,10 +145,14 @@ func killCommand(reqs []signalReq) string {
 	return b.String()
 }
 
-// preloadCommand stores stdin as an executable named name in a fresh directory and
-// prints the directory.
-func preloadCommand(name string) string {
-	return `d=$(mktemp -d "${TMPDIR:-/tmp}/ccrun-preload.XXXXXX") && cat >"$d"/` + shellQuote(name) +
+// preloadCommand stores stdin as an executable named name in dir, or in a fresh directory
+// when dir is empty, and prints the directory.
+func preloadCommand(dir, name string) string {
+	mk := `d=$(mktemp -d "${TMPDIR:-/tmp}/ccrun-preload.XXXXXX")`
+	if dir != "" {
+		mk = `d=` + shellQuote(dir)
+	}
+	return mk + ` && cat >"$d"/` + shellQuote(name) +
 		` && chmod 700 "$d"/` + shellQuote(name) + ` && echo "$d"`
 }
 

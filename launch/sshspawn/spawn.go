@@ -37,6 +37,9 @@ type Target struct {
 	Name string
 	// User overrides the login name for this host (a hostfile's user=).
 	User string
+	// Port overrides the port for this host (a hostfile's port=); 0: --ssh-port, the ssh
+	// config's Port, else 22.
+	Port int
 }
 
 // Spawner reaches hosts and starts processes on them. Its methods are safe for concurrent
@@ -65,6 +68,7 @@ type host struct {
 	dialMu     sync.Mutex // one extra connection dialled at a time
 	preloadMu  sync.Mutex
 	preloadDir string
+	preloaded  map[string]bool // names copied to preloadDir
 }
 
 // New checks cfg and reads the ssh config. It does not touch the network.
@@ -154,6 +158,9 @@ func (s *Spawner) connect(ctx context.Context, t Target) error {
 	set, err := resolve(s.cfg, s.sshCfg, t.Name, t.User)
 	if err != nil {
 		return err
+	}
+	if t.Port != 0 {
+		set.port = t.Port // a hostfile's port= wins, as its user= does
 	}
 	auth, tried, err := s.keys.auth(set)
 	if err != nil {

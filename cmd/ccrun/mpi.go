@@ -1,0 +1,28 @@
+package main
+
+import (
+	"github.com/seed-760dd1f1/cc/launch"
+	"github.com/seed-760dd1f1/cc/launch/pmi"
+)
+
+// checkMPI refuses a program built for an MPI whose launcher protocol ccrun does not
+// serve (Open MPI's PMIx): each of its ranks would run as a separate 1-rank MPI job and
+// exit 0 (audit bug 7). It reads the program's ELF header where local ranks will find it
+// (for a remote-only job, a copy at the same path here, if any); a script, a Python
+// program or a program not present here cannot be inspected and runs. One rank is a
+// correct singleton, so it runs; --allow-singletons runs the rest anyway.
+func checkMPI(o *Options, argv []string, nranks int) error {
+	if o.AllowSingletons || nranks < 2 {
+		return nil
+	}
+	path, err := launch.LookProgram(argv[0], o.Wdir)
+	if err != nil {
+		return nil // launch.Run says what is wrong, or the program is on the remote hosts only
+	}
+	flavor, lib, err := pmi.Inspect(path)
+	if err != nil || flavor != pmi.OpenMPI {
+		return nil
+	}
+	return usagef("%s is an Open MPI program (it links %s): ccrun serves MPICH's PMI-1, not Open MPI's PMIx, so each of its %d ranks would run alone as a 1-rank MPI job; run it with Open MPI's mpirun, rebuild it with mpicc.mpich, or add --allow-singletons to run it anyway",
+		argv[0], lib, nranks)
+}
