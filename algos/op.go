@@ -95,16 +95,48 @@ type Fan struct {
 	Recv []int
 	// Send are further peers the value goes to, after SendTo.
 	Send []int
+
+	// SendOff, when not nil, makes the Op a scatter (NCCL's prims.scatter):
+	// its k-th send peer (0 is SendTo) gets Src[SrcOff+SendOff[k], +Count)
+	// instead of one common value. A scatter neither receives nor writes
+	// Dst; it has one entry per send peer.
+	SendOff []int64
+	// RecvOff, when not nil, makes the Op a gather (prims.gather): the
+	// message of its k-th receive peer (0 is RecvFrom) is written to
+	// Dst[DstOff+RecvOff[k], +Count). A gather neither reduces, reads Src
+	// nor sends; it has one entry per receive peer.
+	RecvOff []int64
 }
 
 // MaxConns is the number of connections between an ordered pair of ranks
 // on one channel and protocol (NCCL_MAX_CONNS): Op.Conn is 0 or 1.
 const MaxConns = 2
 
-// MaxFan bounds the peers of one Op each way (RecvFrom or SendTo plus the
-// fan): NCCL's NCCL_MAX_TREE_ARITY is 3; the engine keeps that many
-// connections per Op without allocating.
+// MaxFan is the number of peers one Op may have each way (RecvFrom or
+// SendTo plus the fan) that the engine keeps without its lane's spare
+// lists: NCCL's NCCL_MAX_TREE_ARITY is 3.
 const MaxFan = 8
+
+// MaxPeers bounds the peers of one Op each way: NVLS's load-reduce, scatter
+// and gather talk to every other rank of a host at once (NCCL's
+// NCCL_MAX_NVLS_ARITY is 32; 64 here, so that a host of 64 ranks runs it).
+const MaxPeers = 64
+
+// McastPeer is the virtual peer of head's multicast region (NCCL's NVLS
+// virtual peers, nranks+1+head): an Op of head that sends to it stores its
+// value once for every reader of the host; an Op that receives from it
+// reads what head stored. Peer nranks itself is left to a network
+// element (NCCL's collnet peer).
+func McastPeer(nranks, head int) int { return nranks + 1 + head }
+
+// McastHead returns the head whose multicast region peer names, if it
+// names one.
+func McastHead(nranks, peer int) (head int, ok bool) {
+	if peer > nranks && peer <= 2*nranks {
+		return peer - nranks - 1, true
+	}
+	return 0, false
+}
 
 // NumRecvs is the number of peers the Op receives from.
 func (o *Op) NumRecvs() int {
@@ -168,6 +200,12 @@ func (o *Op) Sends() []int {
 
 // Name returns NCCL's name for the primitive this Op performs.
 func (o Op) Name() string {
+	switch {
+	case o.Fan != nil && o.Fan.SendOff != nil:
+		return "scatter"
+	case o.Fan != nil && o.Fan.RecvOff != nil:
+		return "gather"
+	}
 	recv := o.RecvFrom != NoPeer
 	send := o.SendTo != NoPeer
 	copyOut := o.Dst != None

@@ -95,7 +95,7 @@ func (s Schedule) Links() []Link {
 
 // CheckLanes checks what the engine and the simulator rely on in one rank's
 // schedule: waits name another lane, are sorted and point inside it; no
-// two lanes share a directed link; no Op names more peers than MaxFan.
+// two lanes share a directed link; no Op names more peers than MaxPeers.
 func (s Schedule) CheckLanes() error {
 	if len(s.Slots) > 0 && len(s.Lanes) > 0 {
 		return fmt.Errorf("a schedule has lanes (%d) or slots (%d), not both", len(s.Lanes), len(s.Slots))
@@ -121,8 +121,8 @@ func (s Schedule) CheckLanes() error {
 		}
 		for i := range lane.Ops {
 			o := &lane.Ops[i]
-			if o.NumRecvs() > MaxFan || o.NumSends() > MaxFan {
-				return fmt.Errorf("lane %d op %d (%v): more than %d peers one way", li, i, *o, MaxFan)
+			if o.NumRecvs() > MaxPeers || o.NumSends() > MaxPeers {
+				return fmt.Errorf("lane %d op %d (%v): more than %d peers one way", li, i, *o, MaxPeers)
 			}
 		}
 		for _, l := range (Schedule{Lanes: []Lane{lane}}).Links() {

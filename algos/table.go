@@ -100,6 +100,7 @@ type ChunkArgs struct {
 	Bytes       int64    // the collective's size in bytes (NCCL's nBytes)
 	NChannels   int      // channels the collective runs on
 	Topo        *Topo
+	NVLSChunk   int // NVLS's chunk in bytes (NCCL_NVLS_CHUNKSIZE); 0 means DefaultNVLSChunk
 }
 
 // DefaultChunk is NCCL's chunk: the payload of ChunkSteps FIFO slots, in
@@ -131,6 +132,10 @@ var Algorithms = []Algorithm{
 	collnetRow(AllReduce),
 	collnetRow(ReduceScatter),
 	collnetRow(AllGather),
+	nvlsRow(ReduceScatter, false),
+	nvlsRow(AllGather, false),
+	nvlsRow(AllReduce, false),
+	nvlsRow(AllReduce, true), // NVLS_TREE
 }
 
 // Preference is the order in which messages list algorithms: the ring

@@ -126,12 +126,7 @@ func runTree(c treeCase) (sim.Stats, error) {
 			if c.mutate != nil {
 				c.mutate(r, &s)
 			}
-			allowed := peers(a)
-			for _, l := range s.Links() {
-				if !slices.Contains(allowed, l) {
-					errs = append(errs, fmt.Errorf("channel %d rank %d uses link %v, not among its peers %v", ch, r, l, allowed))
-				}
-			}
+			errs = append(errs, linksAmong(ch, r, s, peers(a)))
 			channels[ch] = append(channels[ch], s)
 		}
 	}
@@ -140,12 +135,42 @@ func runTree(c treeCase) (sim.Stats, error) {
 		return stats, errors.Join(append(errs, err)...)
 	}
 	errs = append(errs, checkFinal(ranks[:n], o, c.inPlace, stats)...)
-	for l, tr := range stats.Links {
-		if tr.MaxDepth > c.slots {
-			errs = append(errs, fmt.Errorf("link %+v: depth %d, want at most %d", l, tr.MaxDepth, c.slots))
+	errs = append(errs, withinSlots(stats, c.slots))
+	return stats, errors.Join(errs...)
+}
+
+// linksAmong checks that every link rank's schedule s on channel ch uses
+// is among allowed (its row's peers).
+func linksAmong(ch, rank int, s algos.Schedule, allowed []algos.Link) error {
+	var errs []error
+	for _, l := range s.Links() {
+		if !slices.Contains(allowed, l) {
+			errs = append(errs, fmt.Errorf("channel %d rank %d uses link %v, not among its peers %v", ch, rank, l, allowed))
 		}
 	}
-	return stats, errors.Join(errs...)
+	return errors.Join(errs...)
+}
+
+// onceWithinSlots checks that a run wrote every output element at most
+// once and never queued more than slots messages on a link.
+func onceWithinSlots(stats sim.Stats, slots int) error {
+	var errs []error
+	if stats.Rewrites != 0 {
+		errs = append(errs, fmt.Errorf("%d output elements written more than once", stats.Rewrites))
+	}
+	return errors.Join(append(errs, withinSlots(stats, slots))...)
+}
+
+// withinSlots checks that a run never queued more than slots messages on
+// a link.
+func withinSlots(stats sim.Stats, slots int) error {
+	var errs []error
+	for l, tr := range stats.Links {
+		if tr.MaxDepth > slots {
+			errs = append(errs, fmt.Errorf("link %+v: depth %d, want at most %d", l, tr.MaxDepth, slots))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkFinal compares every rank's Out (and In, out of place) with the
@@ -189,9 +214,16 @@ func treeCases(topo *algos.Topo, seed int, all bool) []treeCase {
 
 func runTreeCases(t *testing.T, cases []treeCase) {
 	t.Helper()
+	runAll(t, cases, func(c treeCase) error { _, err := runTree(c); return err })
+}
+
+// runAll runs every case, reporting each failure with the case, and stops
+// after 10 failures.
+func runAll[C fmt.Stringer](t *testing.T, cases []C, run func(C) error) {
+	t.Helper()
 	failed := 0
 	for _, c := range cases {
-		if _, err := runTree(c); err != nil {
+		if err := run(c); err != nil {
 			t.Errorf("%v:\n%v", c, err)
 			if failed++; failed == 10 {
 				t.Fatal("too many failures")

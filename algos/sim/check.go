@@ -18,9 +18,9 @@ func (s *state) check(op algos.Op) error {
 	recv, send := op.RecvFrom != algos.NoPeer, op.SendTo != algos.NoPeer
 	nrecv := op.NumRecvs()
 	switch {
-	case op.RecvFrom < algos.NoPeer || op.RecvFrom >= n:
+	case op.RecvFrom < algos.NoPeer || (op.RecvFrom >= n && !isMcast(op.RecvFrom, n)):
 		return fmt.Errorf("recv from rank %d: must be %d (none) or in [0, %d)", op.RecvFrom, algos.NoPeer, n)
-	case op.SendTo < algos.NoPeer || op.SendTo >= n:
+	case op.SendTo < algos.NoPeer || (op.SendTo >= n && !isMcast(op.SendTo, n)):
 		return fmt.Errorf("send to rank %d: must be %d (none) or in [0, %d)", op.SendTo, algos.NoPeer, n)
 	case op.Count < 0:
 		return fmt.Errorf("count %d: must be at least 0", op.Count)
@@ -31,6 +31,9 @@ func (s *state) check(op algos.Op) error {
 	}
 	if err := checkFan(op, n); err != nil {
 		return err
+	}
+	if op.Fan != nil && (op.Fan.SendOff != nil || op.Fan.RecvOff != nil) {
+		return s.checkScatterGather(op)
 	}
 	switch {
 	case op.Count == 0:
@@ -70,11 +73,66 @@ func checkFan(op algos.Op, n int) error {
 	}
 	for _, list := range [][]int{op.Recvs(), op.Sends()} {
 		for i, p := range list {
-			if p < 0 || p >= n {
+			if p < 0 || (p >= n && !isMcast(p, n)) {
 				return fmt.Errorf("peer %d: must be in [0, %d)", p, n)
 			}
 			if slices.Contains(list[:i], p) {
 				return fmt.Errorf("peer %d named twice one way", p)
+			}
+		}
+	}
+	return nil
+}
+
+func isMcast(peer, n int) bool {
+	_, ok := algos.McastHead(n, peer)
+	return ok
+}
+
+// checkScatterGather checks a scatter (Fan.SendOff) or a gather
+// (Fan.RecvOff): one offset per peer, ranges inside the buffers, and none
+// of the parts the other kinds of Op have.
+func (s *state) checkScatterGather(op algos.Op) error {
+	f := op.Fan
+	switch {
+	case f.SendOff != nil && f.RecvOff != nil:
+		return errors.New("both a scatter and a gather")
+	case f.SendOff != nil && (len(f.SendOff) != op.NumSends() || op.NumRecvs() > 0 || op.Dst != algos.None || op.Src == algos.None):
+		return fmt.Errorf("a scatter reads Src and sends one range per peer (%d offsets for %d peers), receiving and writing nothing", len(f.SendOff), op.NumSends())
+	case f.RecvOff != nil && (len(f.RecvOff) != op.NumRecvs() || op.NumSends() > 0 || op.Src != algos.None || op.Reduce || op.Dst == algos.None):
+		return fmt.Errorf("a gather writes one range of Dst per peer (%d offsets for %d peers), reading, reducing and sending nothing", len(f.RecvOff), op.NumRecvs())
+	case op.Count == 0:
+		return nil
+	}
+	for _, off := range f.SendOff {
+		if err := s.checkRange("src", op.Src, op.SrcOff+off, op.Count); err != nil {
+			return err
+		}
+	}
+	for _, off := range f.RecvOff {
+		if err := s.checkRange("dst", op.Dst, op.DstOff+off, op.Count); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkMcast checks that rank stores only into its own multicast region,
+// and that it does not read its own.
+func (s *state) checkMcast(ch, rank int, op algos.Op) error {
+	n := len(s.ranks)
+	for _, p := range op.Sends() {
+		if h, ok := algos.McastHead(n, p); ok && h != rank {
+			return fmt.Errorf("stores into the multicast region of rank %d: a rank stores only into its own", h)
+		}
+	}
+	for _, p := range op.Recvs() {
+		if h, ok := algos.McastHead(n, p); ok {
+			if h == rank {
+				return errors.New("reads its own multicast region")
+			}
+			if op.Count > 0 && !slices.Contains(s.readers[[2]int{ch, h}], rank) {
+				s.readers[[2]int{ch, h}] = append(s.readers[[2]int{ch, h}], rank)
 			}
 		}
 	}
@@ -123,12 +181,14 @@ func (s *state) waiting(a *actor) string {
 	}
 	for k := range op.NumSends() {
 		peer := op.SendPeer(k)
-		if q := s.fifo(a, peer, op.Conn, true); q.n >= s.slots {
-			w := fmt.Sprintf("a free slot to rank %d%s (%d of %d full)", peer, conn, q.n, s.slots)
-			if a.holding != 0 {
-				w += fmt.Sprintf(", holding the message of rank %d op %d", op.RecvFrom, a.held[0].index)
+		for _, q := range s.sendFifos(a, peer, op.Conn) {
+			if q.n >= s.slots {
+				w := fmt.Sprintf("a free slot to rank %d%s (%d of %d full)", peer, conn, q.n, s.slots)
+				if a.holding != 0 {
+					w += fmt.Sprintf(", holding the message of rank %d op %d", op.RecvFrom, a.held[0].index)
+				}
+				return w
 			}
-			return w
 		}
 	}
 	return "nothing (a bug in the simulator)"
@@ -164,7 +224,7 @@ func (s *state) sortedLinks() []Link {
 }
 
 func (s *state) stats() Stats {
-	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}, Rewrites: s.writes.rewrites}
+	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}, Rewrites: s.writes.rewrites, McastWrites: s.mcastWrites}
 	for l, q := range s.fifos {
 		if q.traffic.Messages > 0 {
 			st.Links[l] = q.traffic

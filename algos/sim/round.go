@@ -21,6 +21,10 @@ type state struct {
 	ops    int64
 	sent   []*fifo // FIFOs pushed to in this round
 	writes writeCounter
+	// readers[channel][head] are the ranks that read head's multicast
+	// region (algos.McastPeer) on the channel, from their schedules.
+	readers     map[[2]int][]int
+	mcastWrites int64
 
 	// smallest[b] is the rank with the fewest elements in buffer b, which
 	// bounds every Op's range in b.
@@ -67,15 +71,17 @@ type actor struct {
 	ch, rank, lane int
 	ops            []algos.Op
 	waits          []algos.Wait
-	wi             int      // waits[:wi] are satisfied
-	siblings       []*actor // the lanes of this rank and channel, by lane index
-	pc             int      // ops[:pc] are complete
-	held           [algos.MaxFan]message
-	holding        uint16 // bit k: the current Op holds the message of its k-th receive peer
+	wi             int       // waits[:wi] are satisfied
+	siblings       []*actor  // the lanes of this rank and channel, by lane index
+	pc             int       // ops[:pc] are complete
+	held           []message // by receive peer, as many as the lane's widest Op has
+	holding        uint64    // bit k: the current Op holds the message of its k-th receive peer
 
 	// FIFOs this lane used, so that schedules that talk to the same few
 	// peers do not look them up in the map every round.
 	cache []cached
+	one   [1]*fifo // sendFifos' answer for a real peer
+	mcast []*fifo  // the FIFOs to the readers of this rank's multicast region
 }
 
 type cached struct {
@@ -113,12 +119,16 @@ func (a *actor) waitsOK() bool {
 // move is what one actor does in a round.
 type move struct {
 	a        *actor
-	take     uint16 // receive peers whose head message it takes
+	take     uint64 // receive peers whose head message it takes
 	complete bool   // finish the Op
 }
 
-// fifo returns the FIFO of a link, empty when first used.
+// fifo returns the FIFO of a link, empty when first used. A receive from
+// a multicast region is the FIFO from its head on ConnMcast.
 func (s *state) fifo(a *actor, peer int, conn uint8, send bool) *fifo {
+	if h, ok := algos.McastHead(len(s.ranks), peer); ok && !send {
+		peer, conn = h, ConnMcast
+	}
 	for _, c := range a.cache {
 		if c.peer == peer && c.conn == conn && c.send == send {
 			return c.q
@@ -210,12 +220,34 @@ func (s *state) plan(a *actor) (move, error) {
 		return m, nil
 	}
 	for k := range op.NumSends() {
-		if s.fifo(a, op.SendPeer(k), op.Conn, true).n >= s.slots {
-			return m, nil
+		for _, q := range s.sendFifos(a, op.SendPeer(k), op.Conn) {
+			if q.n >= s.slots {
+				return m, nil
+			}
 		}
 	}
 	m.complete = true
 	return m, nil
+}
+
+// sendFifos are the FIFOs a send to peer fills: the link's, or for the
+// rank's multicast region one FIFO to every reader, on ConnMcast (one
+// write that every reader sees; a slot is free when every reader has
+// taken the message in it).
+func (s *state) sendFifos(a *actor, peer int, conn uint8) []*fifo {
+	if _, ok := algos.McastHead(len(s.ranks), peer); !ok {
+		a.one[0] = s.fifo(a, peer, conn, true)
+		return a.one[:]
+	}
+	if a.mcast == nil {
+		for _, r := range s.readers[[2]int{a.ch, a.rank}] {
+			a.mcast = append(a.mcast, s.fifo(a, r, ConnMcast, true))
+		}
+		if a.mcast == nil {
+			a.mcast = []*fifo{}
+		}
+	}
+	return a.mcast
 }
 
 func (s *state) apply(m *move) {
@@ -228,6 +260,11 @@ func (s *state) apply(m *move) {
 		}
 	}
 	if !m.complete {
+		return
+	}
+	if op.Fan != nil && (op.Fan.SendOff != nil || op.Fan.RecvOff != nil) {
+		s.scatterGather(a, op)
+		s.done(a)
 		return
 	}
 	val := s.compute(a, op)
@@ -244,17 +281,68 @@ func (s *state) apply(m *move) {
 			data = s.alloc(op.Count) // every receiver owns its message
 			copy(data, val)
 		}
-		q := s.fifo(a, op.SendPeer(k), op.Conn, true)
-		q.push(message{data: data, index: a.pc, op: *op})
-		s.sent = append(s.sent, q)
+		s.send(a, op, k, data)
 	}
 	if sends == 0 && len(s.free) < maxFree {
 		s.free = append(s.free, val)
 	}
+	s.done(a)
+}
+
+// send pushes data, which the receivers own, to the k-th send peer of op.
+func (s *state) send(a *actor, op *algos.Op, k int, data []int64) {
+	qs := s.sendFifos(a, op.SendPeer(k), op.Conn)
+	if _, ok := algos.McastHead(len(s.ranks), op.SendPeer(k)); ok {
+		s.mcastWrites++
+	}
+	for i, q := range qs {
+		d := data
+		if i < len(qs)-1 {
+			d = s.alloc(int64(len(data)))
+			copy(d, data)
+		}
+		q.push(message{data: d, index: a.pc, op: *op})
+		s.sent = append(s.sent, q)
+	}
+}
+
+// done completes a's current Op.
+func (s *state) done(a *actor) {
 	a.pc++
 	a.holding = 0
-	a.held = [algos.MaxFan]message{}
+	clear(a.held)
 	s.ops++
+}
+
+// scatterGather performs a scatter (each send peer gets its own range of
+// the local operand) or a gather (each received message goes to its own
+// range of Dst).
+func (s *state) scatterGather(a *actor, op *algos.Op) {
+	if op.Fan.RecvOff != nil {
+		for k := range op.NumRecvs() {
+			off := op.DstOff + op.Fan.RecvOff[k]
+			copy(s.buf(a.rank, op.Dst)[off:], a.held[k].data)
+			if op.Dst == algos.Output {
+				s.writes.count(a.rank, off, op.Count)
+			}
+			if len(s.free) < maxFree {
+				s.free = append(s.free, a.held[k].data)
+			}
+		}
+		return
+	}
+	pre := op.Src == algos.Input && s.red.Pre != nil
+	for k := range op.NumSends() {
+		off := op.SrcOff + op.Fan.SendOff[k]
+		data := s.alloc(op.Count)
+		for i, x := range s.buf(a.rank, op.Src)[off : off+op.Count] {
+			if pre {
+				x = s.red.Pre(a.rank, x)
+			}
+			data[i] = x
+		}
+		s.send(a, op, k, data)
+	}
 }
 
 // writeCounter counts the writes of every rank's Out, to find rewrites.

@@ -88,7 +88,16 @@ type Stats struct {
 	// (algos.Algorithm.WritesOutputOnce). A run whose In and Out share
 	// memory (in place) counts the writes all the same.
 	Rewrites int64
+	// McastWrites counts the messages stored into multicast regions
+	// (algos.McastPeer): one per Op, whatever the number of readers, each
+	// of which has its own Link on ConnMcast.
+	McastWrites int64
 }
+
+// ConnMcast is the connection index of the Links from a head to the
+// readers of its multicast region: one write by the head is a message on
+// each of them.
+const ConnMcast uint8 = algos.MaxConns
 
 // Between sums the traffic from src to dst over all channels; MaxDepth is the
 // largest of any channel.
@@ -168,7 +177,8 @@ func RunSchedules(ranks []Rank, channels [][]algos.Schedule, red Reduction, slot
 	if slots < 1 {
 		return Stats{}, fmt.Errorf("fifo slots %d: must be at least 1", slots)
 	}
-	s := &state{ranks: ranks, red: red, slots: slots, fifos: map[Link]*fifo{}, writes: newWriteCounter(ranks)}
+	s := &state{ranks: ranks, red: red, slots: slots, fifos: map[Link]*fifo{}, writes: newWriteCounter(ranks),
+		readers: map[[2]int][]int{}}
 	for _, b := range []algos.Buf{algos.Input, algos.Output} {
 		s.smallest[b].size = math.MaxInt64
 		for r := range ranks {
@@ -187,12 +197,18 @@ func RunSchedules(ranks []Rank, channels [][]algos.Schedule, red Reduction, slot
 			}
 			lanes := make([]*actor, len(sched.Lanes))
 			for l, lane := range sched.Lanes {
+				wide := 0
 				for i, op := range lane.Ops {
-					if err := s.check(op); err != nil {
+					err := s.check(op)
+					if err == nil {
+						err = s.checkMcast(c, r, op)
+					}
+					if err != nil {
 						return Stats{}, fmt.Errorf("channel %d rank %d%s op %d (%v): %w", c, r, laneName(l, len(sched.Lanes)), i, op, err)
 					}
+					wide = max(wide, op.NumRecvs())
 				}
-				lanes[l] = &actor{ch: c, rank: r, lane: l, ops: lane.Ops, waits: lane.Waits, siblings: lanes}
+				lanes[l] = &actor{ch: c, rank: r, lane: l, ops: lane.Ops, waits: lane.Waits, siblings: lanes, held: make([]message, wide)}
 				s.actors = append(s.actors, lanes[l])
 			}
 		}

@@ -64,6 +64,9 @@ func TestAllReduceAlgorithms(t *testing.T) {
 				if n > 5 && layout != "pairs" {
 					continue // 8 ranks: the mixed layout covers both transports
 				}
+				if !algoRuns(algo, hosts) {
+					continue // NVLS inside one host, NVLS_TREE across hosts
+				}
 				for _, proto := range protos {
 					t.Run(fmt.Sprintf("%s/n%d/%s/%s", algo, n, layout, proto), func(t *testing.T) {
 						p := testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_PROTO": proto, "NCCL_BUFFSIZE": strconv.Itoa(buffSize),
@@ -99,7 +102,7 @@ func TestAlgorithmsEveryDataTypeAndOp(t *testing.T) {
 	const n, count, scalar = 4, 301, 2.0
 	for algo := range allReduceAlgos(t) {
 		t.Run(algo, func(t *testing.T) {
-			cs := withHosts(t, hostLayouts(n)["pairs"], testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_BUFFSIZE": "8192"}))
+			cs := withHosts(t, hostsFor(algo, n), testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_BUFFSIZE": "8192"}))
 			for _, dt := range reduce.DataTypes() {
 				for _, op := range reduce.Ops() {
 					es := dt.Size()
@@ -134,7 +137,7 @@ func TestAlgorithmAbort(t *testing.T) {
 	for algo := range allReduceAlgos(t) {
 		t.Run(algo, func(t *testing.T) {
 			const n, count = 4, 1 << 14
-			cs := withHosts(t, hostLayouts(n)["pairs"], testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_BUFFSIZE": "8192"}))
+			cs := withHosts(t, hostsFor(algo, n), testParams(t, map[string]string{"NCCL_ALGO": algo, "NCCL_BUFFSIZE": "8192"}))
 			abortMidStream(t, cs, func(c *Comm) func() error {
 				send, recv := make([]byte, 4*count), make([]byte, 4*count)
 				return func() error { return c.AllReduce(send, recv, count, reduce.Int32, reduce.Sum) }
@@ -177,6 +180,9 @@ func withAlgo(algo string, env func(int) []string) func(int) []string {
 // over shared memory only and TCP only.
 func TestAlgorithmsAsProcesses(t *testing.T) {
 	for algo := range allReduceAlgos(t) {
+		if algo == "nvls" || algo == "nvlstree" {
+			continue // TestNVLSAsProcesses
+		}
 		for _, tr := range transports {
 			ns := []int{4}
 			if tr.name == "mixed" {
@@ -204,6 +210,9 @@ func TestAlgorithmsAsProcesses(t *testing.T) {
 func TestKilledPeerAlgorithms(t *testing.T) {
 	for algo := range allReduceAlgos(t) {
 		for _, tr := range transports {
+			if nvlsSkips(algo, tr.name) {
+				continue // NVLS runs inside one host over shared memory, NVLS_TREE across hosts
+			}
 			t.Run(algo+"/"+tr.name, func(t *testing.T) { killPeer(t, withAlgo(algo, tr.env)) })
 		}
 	}

@@ -111,8 +111,9 @@ func newChannel(c *Comm, id int) *channel {
 	for p := range ch.views {
 		ch.views[p] = &conns{ch: ch, proto: protocols.Proto(p)}
 		for k := range algos.MaxConns {
-			ch.fastSend[p][k] = make([]atomic.Pointer[sender], c.nranks)
-			ch.fastRecv[p][k] = make([]atomic.Pointer[receiver], c.nranks)
+			// Peers beyond the ranks are the multicast regions (algos.McastPeer).
+			ch.fastSend[p][k] = make([]atomic.Pointer[sender], algos.McastPeer(c.nranks, c.nranks))
+			ch.fastRecv[p][k] = make([]atomic.Pointer[receiver], algos.McastPeer(c.nranks, c.nranks))
 		}
 	}
 	ch.runner = engine.NewRunner(func(err error) {
@@ -164,6 +165,9 @@ func (ch *channel) recvFrom(peer int, p protocols.Proto, conn int) (receiver, er
 func (ch *channel) openSend(peer int, p protocols.Proto, conn int) (sender, error) {
 	c := ch.c
 	return get(&ch.mu, ch.send, connKey{peer, p, conn}, func() (sender, error) {
+		if head, ok := algos.McastHead(c.nranks, peer); ok {
+			return c.mcastSend(ch, head, conn)
+		}
 		if lp, ok := c.local(peer); ok {
 			sc, err := c.seg.Send(c.shmSet(ch.id, conn), c.localRank, lp, p)
 			if err != nil {
@@ -185,6 +189,9 @@ func (ch *channel) openSend(peer int, p protocols.Proto, conn int) (sender, erro
 func (ch *channel) openRecv(peer int, p protocols.Proto, conn int) (receiver, error) {
 	c := ch.c
 	return get(&ch.mu, ch.recv, connKey{peer, p, conn}, func() (receiver, error) {
+		if head, ok := algos.McastHead(c.nranks, peer); ok {
+			return c.mcastRecv(ch, head, conn)
+		}
 		if lp, ok := c.local(peer); ok {
 			rc, err := c.seg.Recv(c.shmSet(ch.id, conn), lp, c.localRank, p)
 			if err != nil {
@@ -198,6 +205,33 @@ func (ch *channel) openRecv(peer int, p protocols.Proto, conn int) (receiver, er
 		}
 		return rc, nil
 	})
+}
+
+// mcastSend opens the writing end of this rank's multicast region (the
+// virtual peer algos.McastPeer(nranks, head), head being this rank).
+func (c *Comm) mcastSend(ch *channel, head, conn int) (sender, error) {
+	if head != c.rank || c.seg == nil {
+		return nil, fmt.Errorf("rank %d: multicast region of rank %d: a rank with local peers writes only its own", c.rank, head)
+	}
+	sc, err := c.seg.McastSend(c.shmSet(ch.id, conn), c.localRank)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: NVLS multicast region: %w", c.rank, err)
+	}
+	c.infof(param.SubsysNVLS, "%s: rank %d multicast region via SHM %s%s", ch.name(), c.rank, c.seg.Name(), connName(conn))
+	return sc, nil
+}
+
+// mcastRecv opens this rank's reading end of head's multicast region.
+func (c *Comm) mcastRecv(ch *channel, head, conn int) (receiver, error) {
+	lh, ok := c.local(head)
+	if !ok {
+		return nil, fmt.Errorf("rank %d: multicast region of rank %d: not a rank of this host", c.rank, head)
+	}
+	rc, err := c.seg.McastRecv(c.shmSet(ch.id, conn), lh, c.localRank)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: NVLS multicast region of rank %d: %w", c.rank, head, err)
+	}
+	return rc, nil
 }
 
 func connName(conn int) string {

@@ -257,10 +257,14 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if len(c.localIndex) <= cores {
 		c.tr.SetSpin(p.TCPSpin)
 	}
+	// Under mu: the bootstrap watcher, started above, fails what exists
+	// when another rank aborts the job during Init.
+	c.mu.Lock()
 	c.p2p = newChannel(c, p2pChannel)
 	for i := 0; i < c.nchannels; i++ {
 		c.channels = append(c.channels, newChannel(c, i))
 	}
+	c.mu.Unlock()
 	c.tasks = make([]engine.Task, c.nchannels)
 	links := c.pickAlgos()
 	if err := c.connect(ctx, links); err != nil {
@@ -293,8 +297,9 @@ func (c *Comm) coreShare(cores, parentRanks int) int {
 	return max(1, cores*local/c.hostRanks)
 }
 
-// shmDir is where shared-memory segments live.
-const shmDir = "/dev/shm"
+// shmDir is where shared-memory segments live (a variable only so that
+// a test can point it at a small tmpfs).
+var shmDir = "/dev/shm"
 
 // openSHM groups the ranks of this host (same host identity) and opens the
 // host's segment. Every rank calls shm.Open, which calls the bootstrap
@@ -323,6 +328,9 @@ func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
 	o.BuffSize[protocols.Simple] = c.p.BuffSize
 	o.BuffSize[protocols.LL] = c.p.LLBuffSize
 	o.BuffSize[protocols.LL128] = c.p.LL128BuffSize
+	if nvlsWanted(c.p) {
+		o.McastStep = c.p.NVLSChunkSize
+	}
 	seg, err := shm.Open(ctx, o)
 	if err != nil {
 		return err
@@ -331,7 +339,9 @@ func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
 		seg.Close()
 		return nil
 	}
+	c.mu.Lock() // see init: the watcher may abort meanwhile
 	c.seg = seg
+	c.mu.Unlock()
 	c.infof(param.SubsysSHM, "rank %d is local rank %d of %d on %s: shared memory %s", c.rank, c.localRank, n, c.host, seg.Name())
 	return nil
 }
@@ -453,14 +463,15 @@ func (c *Comm) abortLocal(cause error) bool {
 	}
 	c.err = cause
 	c.failed.Store(true)
+	chs, seg := c.allChannels(), c.seg // Init may still be making them
 	c.mu.Unlock()
 	c.warnf("%v", cause)
 	c.cancel(cause)
-	for _, ch := range c.allChannels() {
+	for _, ch := range chs {
 		ch.fail(cause)
 	}
-	if c.seg != nil {
-		c.seg.Fail(cause)
+	if seg != nil {
+		seg.Fail(cause)
 	}
 	return true
 }

@@ -52,24 +52,7 @@ func TestPATEveryDataTypeAndOp(t *testing.T) {
 	for _, dt := range reduce.DataTypes() {
 		es := dt.Size()
 		for _, op := range reduce.Ops() {
-			outs := make([][]byte, n)
-			mustEach(t, cs, "ReduceScatter", func(c *Comm) error {
-				r := c.Rank()
-				send := exactValues(dt, op, r, n*count)
-				o, done, err := testOp(c, op, dt, scalar)
-				if err != nil {
-					return err
-				}
-				defer done()
-				outs[r] = make([]byte, count*es)
-				return c.ReduceScatter(send, outs[r], count, dt, o)
-			})
-			for r := range n {
-				want := exactResults(dt, op, n, r*count, count, scalar)
-				if !bytes.Equal(outs[r], want) {
-					t.Errorf("ReduceScatter %s/%s rank %d: %s", dt, op, r, firstDiff(dt, outs[r], want))
-				}
-			}
+			reduceScatterExact(t, cs, dt, op, count, scalar)
 		}
 		outs := make([][]byte, n)
 		mustEach(t, cs, "AllGather", func(c *Comm) error {
@@ -88,6 +71,32 @@ func TestPATEveryDataTypeAndOp(t *testing.T) {
 			if !bytes.Equal(outs[r], want) {
 				t.Errorf("AllGather %s rank %d: %s", dt, r, firstDiff(dt, outs[r], want))
 			}
+		}
+	}
+}
+
+// reduceScatterExact runs a reduce-scatter of count elements of dt with
+// op (premulsum with scalar) on cs and compares every rank's bytes with the
+// exact result.
+func reduceScatterExact(t *testing.T, cs []*Comm, dt reduce.DataType, op reduce.Op, count int, scalar float64) {
+	t.Helper()
+	n := len(cs)
+	outs := make([][]byte, n)
+	mustEach(t, cs, "ReduceScatter", func(c *Comm) error {
+		r := c.Rank()
+		send := exactValues(dt, op, r, n*count)
+		o, done, err := testOp(c, op, dt, scalar)
+		if err != nil {
+			return err
+		}
+		defer done()
+		outs[r] = make([]byte, count*dt.Size())
+		return c.ReduceScatter(send, outs[r], count, dt, o)
+	})
+	for r := range n {
+		want := exactResults(dt, op, n, r*count, count, scalar)
+		if !bytes.Equal(outs[r], want) {
+			t.Errorf("ReduceScatter %s/%s rank %d: %s", dt, op, r, firstDiff(dt, outs[r], want))
 		}
 	}
 }

@@ -23,10 +23,10 @@ const minChannelBytes = 512 << 10
 
 // noAlgo is NCCL's "No algorithm/protocol available" error for a
 // collective that has no entry left: it names the settings that excluded
-// every row (and why PAT is disabled, when it was the one allowed) and the
+// every row (and why PAT or NVLS is disabled, when it was allowed) and the
 // algorithms the table implements for it, in algos.Preference's order. A
 // call fails with it, not the communicator.
-func noAlgo(p *param.Params, kind algos.Coll, patWhy string) error {
+func noAlgo(p *param.Params, kind algos.Coll, disabledWhy string) error {
 	var implemented, why []string
 	for _, a := range algos.Preference {
 		if algos.Lookup(a, kind) != nil {
@@ -39,8 +39,8 @@ func noAlgo(p *param.Params, kind algos.Coll, patWhy string) error {
 	if p.Proto.Set {
 		why = append(why, fmt.Sprintf("NCCL_PROTO was set to %q", p.Proto.Raw))
 	}
-	if patWhy != "" {
-		why = append(why, patWhy)
+	if disabledWhy != "" {
+		why = append(why, disabledWhy)
 	}
 	return &noAlgoError{kind: kind, implemented: strings.Join(implemented, ", "), why: strings.Join(why, ", ")}
 }
@@ -57,6 +57,43 @@ func patDisabled(p *param.Params, topo *algos.Topo) string {
 		return fmt.Sprintf("PAT runs only with one rank per host when NCCL_PAT_ENABLE=2 (auto), and a host has %d ranks: set NCCL_PAT_ENABLE=1 to force it", topo.MaxPerHost())
 	}
 	return ""
+}
+
+// nvlsDisabled says why algorithm a, when it is NVLS or NVLS_TREE, may
+// not run here, or "". NCCL_NVLS_ENABLE=0 disables both;
+// 2 (auto, the default) lets them run only where NCCL_ALGO names them for
+// the collective (each costs a FIFO to and from every other local rank,
+// opened at Init, and the tuner's constants for them are not measured);
+// they need shared memory and the topology algos.NvlsUnavailable accepts.
+func (c *Comm) nvlsDisabled(a algos.Algo) string {
+	if a != algos.NVLS && a != algos.NVLSTree {
+		return ""
+	}
+	switch {
+	case c.p.NVLSEnable == 0:
+		return fmt.Sprintf("%s is disabled (NCCL_NVLS_ENABLE=0)", a)
+	case c.p.NVLSEnable == 2 && !c.p.Algo.Set:
+		return fmt.Sprintf("%s runs only where NCCL_ALGO names it when NCCL_NVLS_ENABLE=2 (auto): set NCCL_NVLS_ENABLE=1 to let the tuner pick it", a)
+	case c.p.SHMDisable:
+		return fmt.Sprintf("%s needs shared memory and NCCL_SHM_DISABLE=1", a)
+	}
+	return algos.NvlsUnavailable(c.topo, a == algos.NVLSTree)
+}
+
+// nvlsWanted reports whether NVLS or NVLS_TREE may run some collective,
+// so that the host's segment needs multicast regions. It needs only the
+// settings, which every rank of the host shares.
+func nvlsWanted(p *param.Params) bool {
+	if p.NVLSEnable == 0 || p.SHMDisable {
+		return false
+	}
+	for kind := range algos.Coll(algos.NumColls) {
+		set := p.Algo.For(kind)
+		if (set.Has(algos.NVLS) || set.Has(algos.NVLSTree)) && (p.NVLSEnable == 1 || p.Algo.Set) {
+			return true
+		}
+	}
+	return false
 }
 
 // noAlgoError is NCCL's "No algorithm/protocol available for function %s
@@ -107,6 +144,9 @@ func (c *Comm) choose(k *coll) error {
 			if best.Channels == 0 {
 				best.Channels = k.channels
 			}
+		}
+		if best.Time < 0 {
+			return fmt.Errorf("rank %d: %s: the tuner cannot time any entry NCCL_ALGO and NCCL_PROTO allow: its constants (%s) give them no efficiency", c.rank, k.kind, c.consts.Source)
 		}
 		*d = decision{kind: k.kind, nbytes: k.nbytes, channels: k.channels, only: only, forced: c.forced,
 			row: algos.Lookup(best.Algo, k.kind), best: best, next: next}
@@ -234,7 +274,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 	align := max(1, 16/esize)
 	pl := &plan{geo: k.algo.Geometry[k.proto], step: c.payloadStep(k.proto)}
 	pl.chunk = k.algo.ChunkFor(&algos.ChunkArgs{Proto: k.proto, Geometry: pl.geo, StepPayload: pl.step,
-		ElemSize: int(esize), Align: align, Bytes: k.nbytes, NChannels: k.channels, Topo: c.topo})
+		ElemSize: int(esize), Align: align, Bytes: k.nbytes, NChannels: k.channels, Topo: c.topo, NVLSChunk: c.p.NVLSChunkSize})
 	pl.scheds = make([]algos.Schedule, k.channels)
 	for ch := range pl.scheds {
 		off, n := partition(k.count, k.channels, align, ch)

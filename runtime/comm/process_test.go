@@ -29,6 +29,7 @@ var childModes = map[string]func(c *Comm) error{
 	"matrix":           childMatrix,
 	"decisions":        childDecisions,
 	"split":            childSplit,
+	"nvls":             childNVLS,
 }
 
 // childAllReduceThrice runs three all-reduces of 64 Ki int32 and checks them.

@@ -136,14 +136,18 @@ func (c *Comm) pickAlgos() []algos.Link {
 	var mask tune.Mask
 	pat := patDisabled(c.p, c.topo)
 	for kind := range algos.Coll(algos.NumColls) {
-		patExcluded := false // PAT is allowed and has a row, but is disabled
+		excluded := "" // why an algorithm that is allowed and has a row is disabled
 		some := false
 		for _, row := range algos.Algorithms {
 			if row.Coll != kind || !c.p.Algo.For(kind).Has(row.Algo) {
 				continue
 			}
 			if row.Algo == algos.PAT && pat != "" {
-				patExcluded = true
+				excluded = pat
+				continue
+			}
+			if why := c.nvlsDisabled(row.Algo); why != "" {
+				excluded = why
 				continue
 			}
 			if row.Algo == algos.CollNetDirect && c.collnetWhy(kind) != "" {
@@ -166,11 +170,7 @@ func (c *Comm) pickAlgos() []algos.Link {
 			}
 		}
 		if !some {
-			why := ""
-			if patExcluded {
-				why = pat
-			}
-			c.algoErr[kind] = noAlgo(c.p, kind, why)
+			c.algoErr[kind] = noAlgo(c.p, kind, excluded)
 			c.infof(param.SubsysInit, "%s: %v", kind, c.algoErr[kind])
 		}
 	}
@@ -199,6 +199,7 @@ func (c *Comm) logGraph() {
 		c.infof(param.SubsysInit, "%d channels: ring %d -> %d -> %d", c.nchannels,
 			algos.RingPrev(c.rank, c.nranks), c.rank, algos.RingNext(c.rank, c.nranks))
 	}
+	c.logNVLS()
 	if !c.log.Enabled(param.DebugInfo, param.SubsysGraph) {
 		return
 	}
@@ -220,5 +221,25 @@ func (c *Comm) logGraph() {
 		for t, node := range trees {
 			c.infof(param.SubsysGraph, "%s", node.GraphLine(ch+t*c.nchannels, c.rank))
 		}
+	}
+}
+
+// logNVLS prints, with NCCL_DEBUG_SUBSYS=NVLS, this rank's place in NVLS
+// when NVLS or NVLS_TREE may run: its head index among the host's ranks,
+// the multicast regions, and its parent and children in NVLS_TREE's tree
+// of heads.
+func (c *Comm) logNVLS() {
+	if !c.log.Enabled(param.DebugInfo, param.SubsysNVLS) {
+		return
+	}
+	host, head := c.topo.Host(c.rank)
+	if c.model.Time(algos.ReduceScatter, algos.NVLS, protocols.Simple, 0, 1) >= 0 || c.model.Time(algos.AllReduce, algos.NVLS, protocols.Simple, 0, 1) >= 0 {
+		c.infof(param.SubsysNVLS, "NVLS: rank %d is head %d of %d on host %d; multicast regions of %d slots x %d bytes (NCCL_NVLS_CHUNKSIZE) per local rank and channel",
+			c.rank, head, len(c.topo.Hosts[host]), host, protocols.NSteps, c.p.NVLSChunkSize)
+	}
+	if c.model.Time(algos.AllReduce, algos.NVLSTree, protocols.Simple, 0, 1) >= 0 {
+		node := algos.Btree(c.topo.NHosts(), host)
+		c.infof(param.SubsysNVLS, "NVLS_TREE: rank %d is head %d of host %d; tree of hosts %d -> %d -> %d/%d (the ranks of head index %d)",
+			c.rank, head, host, node.Up, host, node.Down[0], node.Down[1], head)
 	}
 }

@@ -44,6 +44,7 @@ type laneState struct {
 	err  error
 	refs [algos.MaxFan * 2]RefSender // connections it sent on by reference
 	nref int
+	wide wideConns // the connections of its wide Ops (wide.go)
 }
 
 // laneWorker is a long-lived goroutine running one lane of each task:
@@ -213,6 +214,9 @@ func (r *Runner) runLane(t *Task, conns Conns, l int) (err error) {
 // runOp runs one Op and remembers the connections it sent on by reference.
 func (r *Runner) runOp(t *Task, op *algos.Op, conns Conns, esize int, st *laneState) error {
 	if op.Fan != nil {
+		if isWide(op) {
+			return runWideOp(t, op, conns, esize, &st.wide)
+		}
 		return runFanOp(t, op, conns, esize, st)
 	}
 	ref, err := runOp(t, op, conns, esize)

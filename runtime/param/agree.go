@@ -23,6 +23,8 @@ func (p *Params) Agreed() []Setting {
 		{channelKnobs, fmt.Sprintf("min %d max %d", p.MinChannels, p.MaxChannels)},
 		{"NCCL_SHM_DISABLE", strconv.FormatBool(p.SHMDisable)},
 		{"NCCL_PAT_ENABLE", itoa(p.PatEnable)},
+		{"NCCL_NVLS_ENABLE", itoa(p.NVLSEnable)},
+		{"NCCL_NVLS_CHUNKSIZE", itoa(p.NVLSChunkSize)},
 		{"NCCL_SOCKET_NTHREADS", itoa(p.SocketNThreads)},
 		{"NCCL_NSOCKS_PERTHREAD", itoa(p.NSocksPerThread)},
 		{ctringKnobNames, fmt.Sprintf("%+v", p.CTRing)},

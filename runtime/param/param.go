@@ -73,6 +73,13 @@ type Params struct {
 	// every rank is alone on its host).
 	PatEnable int
 
+	// NVLSEnable is NCCL_NVLS_ENABLE: 0 (NVLS off), 1 (on wherever it can
+	// run) or 2 (auto: on for the collectives NCCL_ALGO names it for).
+	NVLSEnable int
+	// NVLSChunkSize is NCCL_NVLS_CHUNKSIZE in bytes: NVLS's chunk and the
+	// slot of a multicast region.
+	NVLSChunkSize int
+
 	// SHMDisable is NCCL_SHM_DISABLE.
 	SHMDisable bool
 	// SHMSpin is CC_SHM_SPIN_US: how long a shared-memory wait spins before

@@ -33,6 +33,9 @@ const (
 	// maxBuffSize caps a FIFO at 1 GiB: one is allocated per connection,
 	// channel and protocol, so larger values only exhaust memory.
 	maxBuffSize = 1 << 30
+	// maxNVLSChunk caps NCCL_NVLS_CHUNKSIZE: every local rank has 8 slots
+	// of it per channel in /dev/shm.
+	maxNVLSChunk = 64 << 20
 	// maxSocketThreads and maxSockets are NCCL's MAX_THREADS and MAX_SOCKETS
 	// (transport/net_socket.cc).
 	maxSocketThreads = 16
@@ -132,6 +135,24 @@ var knobs = append([]knob{
 		func(p *Params, b bool) { p.SHMDisable = b }),
 	intKnob("NCCL_PAT_ENABLE", "2", 0, 2, "PAT reduce-scatter and all-gather: 0 disables PAT, 1 enables it, 2 (auto) enables it when every rank is alone on its host, as NCCL does",
 		func(p *Params, n int) { p.PatEnable = n }),
+	intKnob("NCCL_NVLS_ENABLE", "2", 0, 2, "NVLS (one host) and NVLS_TREE (across hosts) over shared memory: 0 disables them, 1 enables them wherever they can run, 2 (auto) enables them only for the collectives NCCL_ALGO names them for",
+		func(p *Params, n int) { p.NVLSEnable = n }),
+	{
+		name: "NCCL_NVLS_CHUNKSIZE", kind: KindInt, def: "131072",
+		allowed: fmt.Sprintf("a positive multiple of 16 bytes, at most %d", maxNVLSChunk),
+		doc:     "bytes of one NVLS chunk: a slot of the multicast regions (8 slots per local rank and channel) and the most an NVLS step moves",
+		parse: func(p *Params, v string) error {
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil || n <= 0 || n%16 != 0:
+				return errors.New("want a positive multiple of 16 bytes")
+			case n > maxNVLSChunk:
+				return fmt.Errorf("want at most %d bytes (8 such slots per local rank and channel live in /dev/shm)", maxNVLSChunk)
+			}
+			p.NVLSChunkSize = n
+			return nil
+		},
+	},
 	intKnob("CC_TCP_SPIN_US", "50", 0, 100000, "microseconds a TCP receive polls its socket before it blocks in the runtime's poller (connections of one socket; 0 when a host has more ranks than cores)",
 		func(p *Params, n int) { p.TCPSpin = time.Duration(n) * time.Microsecond }),
 	intKnob("CC_SHM_SPIN_US", "1000", 0, 100000, "microseconds a shared-memory wait polls before sleeping on a futex; with more ranks on the host than cores it yields the core between polls instead, for 2 ms",

@@ -103,10 +103,17 @@ func Default() *Consts {
 	class(Net, perProto{11.1, 8.55, 65.1}, perProto{5.08, 6.52, 36.5}, perProto{0.284, 1.11, 1.39}, perProto{0.426, 1.64, 2.05},
 		0.951, 0.919, 0.677, 10.5, 0, 0)
 	// CollNet Direct is not calibrated: the ring's efficiency, so that its
-	// steps (up to the server and down) decide. The mask keeps it out
-	// unless NCCL_COLLNET_ENABLE=1 and a server are given.
+	// steps (up to the server and down) decide; the mask keeps it out
+	// unless NCCL_COLLNET_ENABLE=1 and a server are given. NVLS and
+	// NVLS_TREE are not calibrated yet either: half the ring's bandwidth
+	// and the tree's lane latency, so that the tuner picks them only where
+	// a config row or NCCL_ALGO asks for them, until cc-perf calibrate
+	// measures them.
 	for cl := range c.Class {
-		c.Class[cl].Eff[algos.CollNetDirect] = 1
+		k := &c.Class[cl]
+		k.Eff[algos.CollNetDirect] = 1
+		k.Eff[algos.NVLS], k.Eff[algos.NVLSTree] = 0.5, 0.5
+		k.AlgoLat[algos.NVLS], k.AlgoLat[algos.NVLSTree] = k.AlgoLat[algos.Tree], k.AlgoLat[algos.Tree]
 	}
 	return c
 }

@@ -114,6 +114,16 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 		return Steps{Intra: total - inter, Inter: inter}
 	case a == algos.CollNetDirect && algos.CollNetRuns(coll, topo) == nil:
 		return collnetSteps(coll, topo)
+	case a == algos.NVLS && (coll == algos.ReduceScatter || coll == algos.AllGather):
+		// One hop: the scatter to the head (reduce-scatter) or the
+		// multicast store (all-gather).
+		return Steps{Intra: 1}
+	case a == algos.NVLS && coll == algos.AllReduce:
+		return Steps{Intra: 2} // the scatter, then the multicast store
+	case a == algos.NVLSTree && coll == algos.AllReduce:
+		// NVLS inside the hosts, and up and down a binary tree of hosts.
+		depth := bits.Len(uint(nodes - 1))
+		return Steps{Intra: 2, Inter: 2 * depth}
 	case a == algos.PAT && (coll == algos.ReduceScatter || coll == algos.AllGather):
 		// A piece crosses at most ceil(log2 n) links; the rank runs its
 		// program's steps in order (the first is a send, as the ring's).

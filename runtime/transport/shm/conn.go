@@ -184,11 +184,18 @@ func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
 		c.cur = nsteps
 		return c.stage()[:nsteps*c.stepPayload], nil
 	}
+	return c.acquireSimple(nsteps, c.waitCredit)
+}
+
+// acquireSimple marks the connection busy, waits with credit until the
+// nsteps Simple slots from the next aligned step are free, and returns
+// them.
+func (c *conn) acquireSimple(nsteps int, credit func(end uint64) error) ([]byte, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
 	step := alignUp(c.step, nsteps)
-	if err := c.waitCredit(step + uint64(nsteps)); err != nil {
+	if err := credit(step + uint64(nsteps)); err != nil {
 		c.exit()
 		return nil, err
 	}

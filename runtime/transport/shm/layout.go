@@ -13,8 +13,10 @@ import (
 // A segment is laid out as
 //
 //	[0, headerBytes)          header: geometry, then one owner entry per local rank
-//	[ctlOff, fifoOff)         one control block per connection
-//	[fifoOff, size)           the FIFOs: per channel, per directed pair, Simple, LL, LL128
+//	[ctlOff, mcastCtlOff)     one control block per connection
+//	[mcastCtlOff, fifoOff)    one control block per multicast region (none without NVLS)
+//	[fifoOff, mcastOff)       the FIFOs: per channel, per directed pair, Simple, LL, LL128
+//	[mcastOff, size)          the multicast regions: per channel, per local rank (its head)
 //
 // Every region starts on a page; each FIFO is a whole number of pages, so a
 // FIFO that is never used costs no memory (tmpfs allocates on first touch).
@@ -34,6 +36,7 @@ const (
 	hBuff     = 24 // [3]uint64, in layoutOrder
 	hSize     = 48
 	hCreated  = 56 // unix nanoseconds
+	hMcast    = 64 // uint64: bytes of one multicast slot (0: no multicast regions)
 	hOwners   = 128
 
 	// An owner entry: the process of one local rank. It is claimed (CAS
@@ -55,6 +58,18 @@ const (
 	cHeadSeq  = 196 // uint32, the sender's futex word
 	cSizes    = 256 // [NSteps]uint64: bytes<<4 | nsteps of the slice starting in each slot
 
+	// A multicast region's control block (see mcast.go): the writer's
+	// words, then one reader entry per local rank.
+	mTail       = 0   // uint64, written by the head: steps posted
+	mHeadWait   = 64  // uint32, set by the head while it sleeps
+	mHeadSeq    = 68  // uint32, the head's futex word
+	mSizes      = 128 // [NSteps]uint64, as cSizes
+	mReaders    = 256 // the reader entries
+	readerBytes = 128
+	rHead       = 0  // uint64, written by the reader: steps freed
+	rTailWait   = 64 // uint32, set by the reader while it sleeps
+	rTailSeq    = 68 // uint32, the reader's futex word
+
 	// maxLocalRanks bounds LocalNRanks (NCCL allows 72).
 	maxLocalRanks = 1024
 	// maxSegment bounds the segment size (64 TiB), far above any /dev/shm.
@@ -72,6 +87,12 @@ type geometry struct {
 	headerBytes      int
 	ctlOff, fifoOff  int
 	size             int64
+
+	mcastStep     int   // bytes of one multicast slot; 0: no multicast regions
+	mcastCtlBytes int   // one multicast region's control block
+	mcastCtlOff   int   // the first of them
+	mcastBytes    int64 // one multicast region: NSteps slots, rounded up to pages
+	mcastOff      int64 // the first of them
 }
 
 // layoutOrder is the order of the protocols in a segment: the header's
@@ -96,8 +117,11 @@ var protoKnob = [protocols.NumProtos]string{
 	protocols.LL128:  "NCCL_LL128_BUFFSIZE",
 }
 
-func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry, error) {
-	g := geometry{nranks: nranks, channels: channels, buff: buff}
+func newGeometry(nranks, channels int, buff [protocols.NumProtos]int, mcastStep int) (geometry, error) {
+	g := geometry{nranks: nranks, channels: channels, buff: buff, mcastStep: mcastStep}
+	if mcastStep < 0 || mcastStep > 1<<30 || mcastStep%16 != 0 {
+		return g, fmt.Errorf("multicast slot of %d bytes (NCCL_NVLS_CHUNKSIZE): want a multiple of 16 up to %d", mcastStep, 1<<30)
+	}
 	if nranks < 1 || nranks > maxLocalRanks {
 		return g, fmt.Errorf("local rank count %d: want 1..%d", nranks, maxLocalRanks)
 	}
@@ -120,9 +144,16 @@ func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry,
 	g.headerBytes = roundUp(hOwners+nranks*ownerBytes, pageSize)
 	g.ctlOff = g.headerBytes
 	nconn := int64(g.nconns())
-	g.fifoOff = g.ctlOff + roundUp(int(nconn)*ctlBytes, pageSize)
+	g.mcastCtlOff = g.ctlOff + roundUp(int(nconn)*ctlBytes, pageSize)
+	nmcast := int64(g.nmcast())
+	if nmcast > 0 {
+		g.mcastCtlBytes = mReaders + nranks*readerBytes
+		g.mcastBytes = int64(roundUp(protocols.NSteps*mcastStep, pageSize))
+	}
+	g.fifoOff = g.mcastCtlOff + roundUp(int(nmcast)*g.mcastCtlBytes, pageSize)
 	npairs := int64(channels) * int64(nranks) * int64(nranks-1)
-	g.size = int64(g.fifoOff) + npairs*int64(g.pairBytes)
+	g.mcastOff = int64(g.fifoOff) + npairs*int64(g.pairBytes)
+	g.size = g.mcastOff + nmcast*g.mcastBytes
 	if g.size > maxSegment {
 		var sizes [protocols.NumProtos]int
 		for i, p := range layoutOrder {
@@ -135,6 +166,25 @@ func newGeometry(nranks, channels int, buff [protocols.NumProtos]int) (geometry,
 
 func (g *geometry) nconns() int {
 	return g.channels * g.nranks * (g.nranks - 1) * protocols.NumProtos
+}
+
+// nmcast is the number of multicast regions: one per channel and local
+// rank, when the segment has them.
+func (g *geometry) nmcast() int {
+	if g.mcastStep == 0 || g.nranks < 2 {
+		return 0
+	}
+	return g.channels * g.nranks
+}
+
+// mcastCtl and mcastFifo are the offsets of head's multicast region's
+// control block and slots on channel ch.
+func (g *geometry) mcastCtl(ch, head int) int {
+	return g.mcastCtlOff + (ch*g.nranks+head)*g.mcastCtlBytes
+}
+
+func (g *geometry) mcastFifo(ch, head int) int64 {
+	return g.mcastOff + int64(ch*g.nranks+head)*g.mcastBytes
 }
 
 // pair numbers the directed pair from -> to on channel ch.

@@ -22,7 +22,7 @@ func TestGeometryNoOverlap(t *testing.T) {
 		{8, 3, ncclBuff},
 		{5, 4, sizes(1000, 130, 1030)}, // sizes that are not whole lines
 	} {
-		g, err := newGeometry(tc.nranks, tc.channels, tc.buff)
+		g, err := newGeometry(tc.nranks, tc.channels, tc.buff, 0)
 		if err != nil {
 			t.Fatalf("%+v: %v", tc, err)
 		}
@@ -89,7 +89,7 @@ func TestGeometryErrors(t *testing.T) {
 		{2, 1, sizes(1<<22, -1, 4915200), "LL buffer size -1"},
 		{1024, 64, sizes(1<<34, 1<<19, 4915200), "want at most"},
 	} {
-		_, err := newGeometry(tc.nranks, tc.channels, tc.buff)
+		_, err := newGeometry(tc.nranks, tc.channels, tc.buff, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("newGeometry(%d, %d, %v) = %v, want an error containing %q", tc.nranks, tc.channels, tc.buff, err, tc.want)
 		}
@@ -97,7 +97,7 @@ func TestGeometryErrors(t *testing.T) {
 }
 
 func TestGeometryChecks(t *testing.T) {
-	g, err := newGeometry(3, 2, smallBuff)
+	g, err := newGeometry(3, 2, smallBuff, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestGeometryChecks(t *testing.T) {
 // the control blocks and FIFOs of Simple, LL and LL128 follow each other in
 // that order, as segVersion 1 lays them out.
 func TestGeometryLayoutOrder(t *testing.T) {
-	g, err := newGeometry(3, 2, smallBuff)
+	g, err := newGeometry(3, 2, smallBuff, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

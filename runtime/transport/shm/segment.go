@@ -34,6 +34,10 @@ type Options struct {
 	// BuffSize is the FIFO size of one connection in bytes, indexed by
 	// protocols.Proto (NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE).
 	BuffSize [protocols.NumProtos]int
+	// McastStep is the bytes of one slot of a multicast region (NVLS:
+	// NCCL_NVLS_CHUNKSIZE); every local rank has one region per channel,
+	// of protocols.NSteps slots. 0 means no multicast regions.
+	McastStep int
 	// Spin is how long a wait polls before it sleeps on a futex.
 	Spin time.Duration
 	// Cores is the number of cores ranks share; when LocalNRanks exceeds
@@ -63,11 +67,13 @@ type Segment struct {
 	closed bool
 	sends  map[connKey]*SendConn
 	recvs  map[connKey]*RecvConn
+	mcasts map[connKey]*McastSendConn
 }
 
 type connKey struct {
 	ch, from, to int
 	p            protocols.Proto
+	mcast        bool // a multicast region: from is its head, to the reader (the head itself for the writer)
 }
 
 // Open creates (local rank 0) or attaches (the other local ranks) the
@@ -126,7 +132,8 @@ func newSegment(o Options) (*Segment, error) {
 	if o.Cores <= 0 {
 		o.Cores = runtime.NumCPU()
 	}
-	s := &Segment{o: o, name: segmentName(o.JobID, o.Host), fd: -1, sends: map[connKey]*SendConn{}, recvs: map[connKey]*RecvConn{}}
+	s := &Segment{o: o, name: segmentName(o.JobID, o.Host), fd: -1, sends: map[connKey]*SendConn{}, recvs: map[connKey]*RecvConn{},
+		mcasts: map[connKey]*McastSendConn{}}
 	s.path = filepath.Join(o.Dir, s.name)
 	s.minimalSpin = o.LocalNRanks > o.Cores
 	var err error
@@ -140,7 +147,7 @@ func newSegment(o Options) (*Segment, error) {
 	case o.LocalRank < 0 || o.LocalRank >= o.LocalNRanks:
 		return s, fmt.Errorf("shm: local rank %d of %d: want 0..%d", o.LocalRank, o.LocalNRanks, o.LocalNRanks-1)
 	}
-	if s.geo, err = newGeometry(o.LocalNRanks, o.Channels, o.BuffSize); err != nil {
+	if s.geo, err = newGeometry(o.LocalNRanks, o.Channels, o.BuffSize, o.McastStep); err != nil {
 		return s, fmt.Errorf("shm: %w", err)
 	}
 	if o.LocalNRanks > 1 {
@@ -236,6 +243,7 @@ func (s *Segment) writeHeader() {
 	}
 	atomic.StoreUint64(s.u64(hSize), uint64(g.size))
 	atomic.StoreUint64(s.u64(hCreated), uint64(time.Now().UnixNano()))
+	atomic.StoreUint64(s.u64(hMcast), uint64(g.mcastStep))
 }
 
 // attach maps the segment local rank 0 created.
@@ -284,6 +292,7 @@ func (s *Segment) checkHeader() error {
 	for i, p := range layoutOrder {
 		fields = append(fields, field{protoKnob[p], atomic.LoadUint64(s.u64(hBuff + 8*i)), uint64(g.buff[p])})
 	}
+	fields = append(fields, field{"multicast slot size (NCCL_NVLS_CHUNKSIZE, when NVLS is enabled)", atomic.LoadUint64(s.u64(hMcast)), uint64(g.mcastStep)})
 	for _, f := range fields {
 		if f.got != f.want {
 			return fmt.Errorf("shm: segment %s has %s %d, local rank %d has %d: all local ranks must use the same settings", s.path, f.name, f.got, s.o.LocalRank, f.want)
@@ -392,6 +401,10 @@ func (s *Segment) Fail(err error) {
 		atomic.AddUint32(c.headSeq, 1)
 		futexWake(c.headSeq)
 	}
+	for _, c := range s.mcasts {
+		atomic.AddUint32(c.headSeq, 1)
+		futexWake(c.headSeq)
+	}
 	for _, c := range s.recvs {
 		atomic.AddUint32(c.tailSeq, 1)
 		futexWake(c.tailSeq)
@@ -426,6 +439,11 @@ func (s *Segment) Close() error {
 			held++
 		}
 	}
+	for _, c := range s.mcasts {
+		if !c.state.CompareAndSwap(stateIdle, stateClosed) {
+			held++
+		}
+	}
 	if held == 0 {
 		if err := unix.Munmap(s.mem); err != nil {
 			return fmt.Errorf("shm: unmap %s: %w", s.name, err)
@@ -449,7 +467,7 @@ func (s *Segment) Send(ch, from, to int, p protocols.Proto) (*SendConn, error) {
 	if from != s.o.LocalRank {
 		return nil, fmt.Errorf("shm: send end %d -> %d asked of local rank %d: it belongs to local rank %d", from, to, s.o.LocalRank, from)
 	}
-	k := connKey{ch, from, to, p}
+	k := connKey{ch: ch, from: from, to: to, p: p}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.sends[k]; c != nil {
@@ -471,7 +489,7 @@ func (s *Segment) Recv(ch, from, to int, p protocols.Proto) (*RecvConn, error) {
 	if to != s.o.LocalRank {
 		return nil, fmt.Errorf("shm: receive end %d -> %d asked of local rank %d: it belongs to local rank %d", from, to, s.o.LocalRank, to)
 	}
-	k := connKey{ch, from, to, p}
+	k := connKey{ch: ch, from: from, to: to, p: p}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.recvs[k]; c != nil {
