@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-760dd1f1/cc/launch/pmi"
 )
@@ -101,5 +102,27 @@ func TestE2ERemoteAliases(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestE2ERemoteAliasesCCPerf: cc-perf over two names of tb1 is one node of 6 ranks: devices
+// 0..5 (the local ranks), #wrong 0, with agents and without.
+func TestE2ERemoteAliasesCCPerf(t *testing.T) {
+	tb := needTestbed(t)
+	_, perf := binaries(t)
+	for _, mode := range teardownModes {
+		t.Run(mode.name, func(t *testing.T) {
+			args := append([]string{"--ssh-config", tb.sshConfig, "-H", "tb1:2," + tb.addr(1) + ":4", "-np", "6", "--map-by", "node"}, mode.args...)
+			j := startCCRun(t, append(args, perf, "all_reduce", "-b", "8", "-e", "8K", "-f", "32", "-c", "1")...)
+			if code := j.wait(t, 2*time.Minute); code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", code, j.err)
+			}
+			checkRows(t, j.out.String(), 3) // 8 B, 256 B, 8 KiB
+			for d := range 6 {
+				if re := regexp.MustCompile(fmt.Sprintf(`(?m)^#  Rank  \d Group  0 Pid +\d+ on +tb1 device  %d `, d)); !re.MatchString(j.out.String()) {
+					t.Errorf("no rank on tb1 device %d; output:\n%s", d, j.out)
+				}
+			}
+		})
 	}
 }
