@@ -51,17 +51,34 @@ func HostIdentity(fsys fs.FS) (HostID, error) {
 	if err != nil {
 		return HostID{}, err
 	}
-	if name == "" || len(name) > hostNameMax || strings.ContainsFunc(name, badHostRune) {
-		return HostID{}, fmt.Errorf("%s: %q: want a host name of 1..%d characters without spaces or control characters", HostnameFile, name, hostNameMax)
+	if err := checkHostname(name); err != nil {
+		return HostID{}, err
 	}
 	boot, err := readLine(fsys, BootIDFile)
 	if err != nil {
 		return HostID{}, err
 	}
-	if !isUUID(boot) {
-		return HostID{}, fmt.Errorf("%s: %q: want a UUID like 5a3c8f0e-1b2d-4c6e-9f70-8a1b2c3d4e5f", BootIDFile, boot)
+	return ParseHostID(name, boot)
+}
+
+// ParseHostID checks a host name and boot id as the kernel prints them in HostnameFile
+// and BootIDFile (without the newline), read on another host: ccrun learns its hosts'
+// identities this way. Errors name the file and the bad value.
+func ParseHostID(hostname, bootID string) (HostID, error) {
+	if err := checkHostname(hostname); err != nil {
+		return HostID{}, err
 	}
-	return HostID{Hostname: name, BootID: boot}, nil
+	if !isUUID(bootID) {
+		return HostID{}, fmt.Errorf("%s: %q: want a UUID like 5a3c8f0e-1b2d-4c6e-9f70-8a1b2c3d4e5f", BootIDFile, bootID)
+	}
+	return HostID{Hostname: hostname, BootID: bootID}, nil
+}
+
+func checkHostname(name string) error {
+	if name == "" || len(name) > hostNameMax || strings.ContainsFunc(name, badHostRune) {
+		return fmt.Errorf("%s: %q: want a host name of 1..%d characters without spaces or control characters", HostnameFile, name, hostNameMax)
+	}
+	return nil
 }
 
 // readLine reads a one-line file, dropping the trailing newline.

@@ -225,3 +225,39 @@ func FuzzParseCPUList(f *testing.F) {
 		}
 	})
 }
+
+// TestParseHostID: what another host printed (ccrun asks each host it reaches) is checked
+// as HostIdentity checks the files.
+func TestParseHostID(t *testing.T) {
+	tests := []struct {
+		name, boot string
+		wantErr    string // "" means success
+	}{
+		{"tb1", bootID, ""},
+		{"tb1.cluster", strings.ToUpper(bootID), ""},
+		{"", bootID, HostnameFile},
+		{"tb 1", bootID, `"tb 1"`},
+		{"tb1", "", BootIDFile},
+		{"tb1", bootID + "\n", BootIDFile},
+	}
+	for _, tt := range tests {
+		got, err := ParseHostID(tt.name, tt.boot)
+		switch {
+		case tt.wantErr == "" && (err != nil || got != HostID{tt.name, tt.boot}):
+			t.Errorf("ParseHostID(%q, %q) = %+v, %v; want it back", tt.name, tt.boot, got, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("ParseHostID(%q, %q) = %v; want an error naming %s", tt.name, tt.boot, err, tt.wantErr)
+		}
+	}
+}
+
+func FuzzParseHostID(f *testing.F) {
+	f.Add("tb1", bootID)
+	f.Add("a b", "x")
+	f.Fuzz(func(t *testing.T, name, boot string) {
+		id, err := ParseHostID(name, boot)
+		if err == nil && (id.Hostname != name || id.BootID != boot || strings.ContainsAny(id.String()[len(name)+1:], "/\n ")) {
+			t.Errorf("ParseHostID(%q, %q) = %+v", name, boot, id)
+		}
+	})
+}

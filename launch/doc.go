@@ -22,6 +22,9 @@
 //     addresses) become one host; ranks go onto hosts by slot or by node, N per node,
 //     oversubscription within max_slots; each Slot has its rank, local rank and node rank.
 //   - LocalCores (pure): a hostfile host of this machine without a slot count gets its CPUs.
+//   - Remote.Connect, then Renumber (pure): the hosts' identities (HostIdentifier: the
+//     agent's hello, or one command per host) tell which names are one machine; their ranks
+//     are numbered as one node before any rank's environment is built (see node.go).
 //   - BaseEnv and RankEnv (pure): NCCL_* and CC_* forwarded from ccrun's environment (or all
 //     of it, or none: Pass), -x and --env, then the rank variables (CC_RANK ... CC_JOB_ID,
 //     and the names Open MPI, MPICH and torchrun use). Inherit drops what an outer launcher

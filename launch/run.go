@@ -100,6 +100,10 @@ type Options struct {
 	MaxParallel int
 	// Logf receives ccrun's diagnostics; nil discards them.
 	Logf func(format string, args ...any)
+	// Placed, when set, receives the ranks' slots once they are final (the ranks of two
+	// names of one machine numbered as one node, see Renumber), before any rank starts:
+	// --display-map prints them.
+	Placed func([]Slot)
 	// CollNet, when set, starts the CollNet aggregation server before the
 	// ranks and supervises it with them (see CollNetServer).
 	CollNet *CollNetServer
@@ -220,6 +224,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer j.closeRemote()
+	if m := j.machines(ctx); m != nil {
+		j.slots = Renumber(j.slots, m)
+	}
+	if o.Placed != nil {
+		o.Placed(j.slots)
+	}
 	if err := j.listen(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"syscall"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/launch/sshspawn"
 )
 
@@ -41,6 +42,11 @@ func (r sshRemote) Start(ctx context.Context, spec Spec) (Proc, error) {
 }
 
 func (r sshRemote) Close() error { return r.s.Close() }
+
+// HostID asks the host which machine it is, with one command (see sshspawn.HostID).
+func (r sshRemote) HostID(ctx context.Context, host string) (hw.HostID, error) {
+	return r.s.HostID(ctx, host)
+}
 
 type sshProc struct{ p *sshspawn.Process }
 

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/launch/agent"
 )
 
@@ -23,10 +24,14 @@ func runAgent(ctx context.Context, stderr io.Writer) int {
 	signal.Notify(pipe, syscall.SIGPIPE)
 	defer signal.Stop(pipe)
 	host, _ := os.Hostname()
+	var boot string
+	if id, err := hw.HostIdentity(hw.Root()); err == nil {
+		host, boot = id.Hostname, id.BootID
+	}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "ccrun agent on "+host+": "+format+"\n", args...)
 	}
-	if err := agent.Serve(ctx, os.Stdin, os.Stdout, agent.ServeOptions{Environ: os.Environ(), Host: host, Logf: logf}); err != nil {
+	if err := agent.Serve(ctx, os.Stdin, os.Stdout, agent.ServeOptions{Environ: os.Environ(), Host: host, BootID: boot, Logf: logf}); err != nil {
 		logf("%v", err)
 		return 1
 	}

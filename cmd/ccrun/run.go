@@ -174,7 +174,8 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 		lo.Stdin = ranksStdin(stdinFile)
 	}
 	if o.DisplayMap {
-		writeMap(stdout, slots)
+		// Printed once the hosts are reached: two names of one machine are one node.
+		lo.Placed = func(slots []launch.Slot) { writeMap(stdout, slots) }
 	}
 	if o.Launcher == launcherSrun {
 		lo.Remote = &launch.Srun{Environ: environ}

@@ -41,12 +41,18 @@ func (cs closers) Close() error {
 
 func startPair(t *testing.T) *pair {
 	t.Helper()
+	return startPairWith(t, ServeOptions{Environ: os.Environ(), Host: "testhost", Grace: 500 * time.Millisecond})
+}
+
+// startPairWith is startPair with the agent's options.
+func startPairWith(t *testing.T, o ServeOptions) *pair {
+	t.Helper()
 	toCCRun, agentOut := io.Pipe()
 	agentIn, toAgent := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pair{served: make(chan error, 1), cancel: cancel}
 	go func() {
-		err := Serve(ctx, agentIn, agentOut, ServeOptions{Environ: os.Environ(), Host: "testhost", Grace: 500 * time.Millisecond})
+		err := Serve(ctx, agentIn, agentOut, o)
 		agentOut.Close()
 		agentIn.Close()
 		p.served <- err
@@ -436,4 +442,17 @@ func FuzzFrameReader(f *testing.F) {
 			decodeJSON(typ, p, &h)
 		}
 	})
+}
+
+// TestHelloCarriesHostID: the agent's hello tells ccrun its host's identity (host name and
+// boot id), so that two names of one machine are one node at no extra round trip; an
+// agent without a boot id (an older one) says nothing of it.
+func TestHelloCarriesHostID(t *testing.T) {
+	const boot = "5a3c8f0e-1b2d-4c6e-9f70-8a1b2c3d4e5f"
+	for _, tt := range []struct{ boot string }{{boot}, {""}} {
+		p := startPairWith(t, ServeOptions{Environ: os.Environ(), Host: "testhost", BootID: tt.boot})
+		if want := (Info{Host: "testhost", Pid: os.Getpid(), BootID: tt.boot}); p.c.Agent != want {
+			t.Errorf("boot id %q: Agent = %+v, want %+v", tt.boot, p.c.Agent, want)
+		}
+	}
 }

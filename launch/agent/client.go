@@ -69,7 +69,7 @@ func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Close
 		c.Close()
 		return nil, &Error{Host: host, Err: err}
 	}
-	cn.Agent = Info{Host: h.Host, Pid: h.Pid}
+	cn.Agent = Info{Host: h.Host, Pid: h.Pid, BootID: h.BootID}
 	cn.wg.Go(cn.read)
 	if keepalive > 0 {
 		cn.wg.Go(func() { cn.ping(keepalive) })
@@ -95,6 +95,9 @@ func (c *Conn) ping(interval time.Duration) {
 type Info struct {
 	Host string // its host name (uname -n)
 	Pid  int    // its process id there
+	// BootID is its host's boot id: with Host, the host's hw.HostID ("" from an agent
+	// older than the field).
+	BootID string
 }
 
 // Error is an agent that could not be reached on a host: ccrun falls back to a session

@@ -61,6 +61,11 @@ type helloMsg struct {
 	Version int    `json:"version"`
 	Host    string `json:"host,omitempty"` // the agent's host name
 	Pid     int    `json:"pid,omitempty"`  // the agent's pid
+	// BootID (the agent's hello) is its host's kernel boot id: with Host, the host's
+	// hw.HostID, which tells ccrun which names are one machine at no extra round trip.
+	// Added within version 1: an older agent omits it (ccrun then asks with a command),
+	// an older ccrun ignores it.
+	BootID string `json:"boot_id,omitempty"`
 	// KeepaliveMs (ccrun's hello): ccrun sends a frame at least this often; an agent that
 	// hears nothing for keepaliveMissed times as long ends the session, as if it had
 	// ended, even when the connection is cut and sshd has not noticed yet. 0: no pings.

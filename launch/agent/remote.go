@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/launch"
 	"github.com/seed-760dd1f1/cc/launch/sshspawn"
 )
@@ -185,6 +186,22 @@ func (r *SSH) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error) 
 	return c.Start(ctx, spec)
 }
 
+// HostID is the identity the host's agent sent in its hello, or where no agent runs (or
+// an older one that does not send it) the answer to one command (sshspawn.HostID).
+func (r *SSH) HostID(ctx context.Context, host string) (hw.HostID, error) {
+	r.mu.Lock()
+	c := r.conns[host]
+	r.mu.Unlock()
+	if c != nil && c.Agent.BootID != "" {
+		id, err := hw.ParseHostID(c.Agent.Host, c.Agent.BootID)
+		if err != nil {
+			return id, fmt.Errorf("host %s: agent's hello: %w", host, err)
+		}
+		return id, nil
+	}
+	return r.sp.HostID(ctx, host)
+}
+
 // HasAgent reports whether host's ranks start through an agent.
 func (r *SSH) HasAgent(host string) bool {
 	r.mu.Lock()
@@ -233,4 +250,7 @@ func (t *tail) String() string {
 	return strings.ReplaceAll(string(bytes.TrimSpace(t.b)), "\n", "; ")
 }
 
-var _ launch.Remote = (*SSH)(nil)
+var (
+	_ launch.Remote         = (*SSH)(nil)
+	_ launch.HostIdentifier = (*SSH)(nil)
+)

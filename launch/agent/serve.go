@@ -20,6 +20,9 @@ type ServeOptions struct {
 	Environ []string
 	// Host names this host in messages (uname -n).
 	Host string
+	// BootID is the host's kernel boot id (hw.HostID with Host), sent in the hello; ""
+	// when it could not be read.
+	BootID string
 	// Grace is the time between SIGTERM and SIGKILL when the session ends with ranks
 	// still running (default 3 s, as the lifeline watcher).
 	Grace time.Duration
@@ -63,7 +66,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, o ServeOptions) err
 		o.Logf = func(string, ...any) {}
 	}
 	s := &server{o: o, fw: &frameWriter{w: out}, ranks: map[int]*agentRank{}}
-	if err := s.fw.json(tHello, helloMsg{Magic: magic, Version: Version, Host: o.Host, Pid: os.Getpid()}); err != nil {
+	if err := s.fw.json(tHello, helloMsg{Magic: magic, Version: Version, Host: o.Host, Pid: os.Getpid(), BootID: o.BootID}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
 	fr := newFrameReader(in)

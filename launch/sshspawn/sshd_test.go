@@ -22,6 +22,8 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/seed-760dd1f1/cc/hw"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -355,4 +357,25 @@ func newKeyFile(t *testing.T) (ssh.PublicKey, string) {
 	os.WriteFile(p, pem.EncodeToMemory(block), 0o600)
 	k, _ := ssh.NewPublicKey(pub)
 	return k, p
+}
+
+// TestSSHHostID: one command tells which machine a connected host is; the test sshd runs
+// on this machine, so it is this machine's identity.
+func TestSSHHostID(t *testing.T) {
+	d := startSSHD(t)
+	sp := newSpawner(t, d.config())
+	ctx := context.Background()
+	if err := sp.Connect(ctx, []Target{{Name: "127.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := hw.HostIdentity(hw.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sp.HostID(ctx, "127.0.0.1"); got != want || err != nil {
+		t.Errorf("HostID = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := sp.HostID(ctx, "elsewhere"); err == nil || !strings.Contains(err.Error(), "host elsewhere: not connected") {
+		t.Errorf("HostID of a host not connected: %v, want host elsewhere: not connected", err)
+	}
 }
