@@ -310,12 +310,12 @@ func (c *Comm) chooseDirect(k *coll, alone bool) error {
 	if k.control || c.seg == nil || (k.algo.Algo != algos.NVLS && k.algo.Algo != algos.NVLSTree) {
 		return nil
 	}
-	peerIn := make([][]byte, c.nranks)
-	if alone {
-		if c.peerIn == nil {
-			c.peerIn = peerIn
-		}
-		peerIn = c.peerIn
+	if c.peerIn == nil {
+		c.peerIn = make([][]byte, c.nranks)
+	}
+	peerIn := c.peerIn // a call outside a group allocates nothing
+	if !alone {
+		peerIn = make([][]byte, c.nranks)
 	}
 	_, err := c.nvlsDirect(k, peerIn)
 	return err

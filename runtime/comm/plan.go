@@ -411,6 +411,9 @@ func (c *Comm) logColl(k *coll) {
 	if k.algo.Explain != nil {
 		extra = "; " + k.algo.Explain(&k.plan.args0)
 	}
+	if k.direct {
+		extra += "; registered buffers: heads read every local rank's send buffer in place"
+	}
 	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s proto %s (tuner: %.1f us predicted, next %s; %s) channels %d (%s), chunk %d elements%s",
 		k.kind, k.nbytes, k.dt, k.algo.Algo, k.proto, k.best.Time, k.next, c.allowedWhy(k), k.channels, chWhy, k.plan.chunk, extra)
 }
