@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/seed-760dd1f1/cc/algos"
 )
 
@@ -332,4 +334,48 @@ func otherPools(names string) bool {
 		}
 	}
 	return true
+}
+
+// TestMemAllocDevShmFull: MemAlloc beyond what the shared-memory
+// directory holds (a 1 MiB tmpfs) is an error naming the directory and
+// what to do, not a SIGBUS on first touch; what fits works.
+func TestMemAllocDevShmFull(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, 0) })
+	old := shmDir
+	shmDir = dir
+	t.Cleanup(func() { shmDir = old })
+	_, err := MemAlloc(4 << 20)
+	if err == nil || !strings.Contains(err.Error(), "free space in "+dir+", or allocate less") {
+		t.Fatalf("MemAlloc(4 MiB) in a 1 MiB tmpfs: %v, want an error naming %s and what to do", err, dir)
+	}
+	m, err := MemAlloc(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m {
+		m[i] = 1 // every page is backed
+	}
+	if err := MemFree(m); err != nil {
+		t.Fatal(err)
+	}
+	if left := listNames(t, dir); left != "" {
+		t.Errorf("left in %s: %s", dir, left)
+	}
+}
+
+// listNames lists the files in dir.
+func listNames(t *testing.T, dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, ",")
 }
