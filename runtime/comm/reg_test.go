@@ -340,14 +340,7 @@ func otherPools(names string) bool {
 // directory holds (a 1 MiB tmpfs) is an error naming the directory and
 // what to do, not a SIGBUS on first touch; what fits works.
 func TestMemAllocDevShmFull(t *testing.T) {
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, 0) })
-	old := shmDir
-	shmDir = dir
-	t.Cleanup(func() { shmDir = old })
+	dir := smallShmDir(t, "1m")
 	_, err := MemAlloc(4 << 20)
 	if err == nil || !strings.Contains(err.Error(), "free space in "+dir+", or allocate less") {
 		t.Fatalf("MemAlloc(4 MiB) in a 1 MiB tmpfs: %v, want an error naming %s and what to do", err, dir)
@@ -362,20 +355,21 @@ func TestMemAllocDevShmFull(t *testing.T) {
 	if err := MemFree(m); err != nil {
 		t.Fatal(err)
 	}
-	if left := listNames(t, dir); left != "" {
+	if left := shmFiles(t, "cc-mem-"); left != "" {
 		t.Errorf("left in %s: %s", dir, left)
 	}
 }
 
-// listNames lists the files in dir.
-func listNames(t *testing.T, dir string) string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
+// smallShmDir makes the shared-memory directory a tmpfs of size (mount's
+// size= option) for the test, or skips it where mounting is not allowed.
+func smallShmDir(t *testing.T, size string) string {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
 	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return strings.Join(names, ",")
+	t.Cleanup(func() { unix.Unmount(dir, 0) })
+	old := shmDir
+	shmDir = dir
+	t.Cleanup(func() { shmDir = old })
+	return dir
 }
