@@ -88,16 +88,14 @@ func NvlsReduceScatter(rank int, t *Topo, count int64, p Part) Schedule {
 // region, and a lane that gathers every other rank's region. It panics on
 // invalid arguments.
 func NvlsAllGather(rank int, t *Topo, count int64, p Part) Schedule {
-	mustCheck("nvls all-gather", checkNvls(rank, t, p, false))
-	heads, me := nvlsHeads(t, rank)
-	own := int64(rank) * count
-	if len(heads) == 1 {
-		return nvlsCopy(p.Offset, own+p.Offset, p.Count, false)
+	others, offs, alone := nvlsGatherPeers(rank, t, count, p)
+	if others == nil {
+		return alone
 	}
-	others := without(heads, me)
-	srcs, offs := make([]int, len(others)), make([]int64, len(others))
+	own := int64(rank) * count
+	srcs := make([]int, len(others))
 	for k, h := range others {
-		srcs[k], offs[k] = McastPeer(t.NRanks, h), int64(h)*count
+		srcs[k] = McastPeer(t.NRanks, h)
 	}
 	gatherFan := &Fan{Recv: srcs[1:], RecvOff: offs}
 	var bcast, gather []Op
@@ -110,12 +108,29 @@ func NvlsAllGather(rank int, t *Topo, count int64, p Part) Schedule {
 	return Schedule{Lanes: []Lane{{Ops: bcast}, {Ops: gather}}}
 }
 
+// nvlsGatherPeers checks an all-gather's arguments and returns the other
+// ranks of rank's host with the offsets of their blocks in Output, or, for
+// a host of one rank, nil and its schedule.
+func nvlsGatherPeers(rank int, t *Topo, count int64, p Part) (others []int, offs []int64, alone Schedule) {
+	mustCheck("nvls all-gather", checkNvls(rank, t, p, false))
+	heads, me := nvlsHeads(t, rank)
+	if len(heads) == 1 {
+		return nil, nil, nvlsCopy(p.Offset, int64(rank)*count+p.Offset, p.Count, false)
+	}
+	others = without(heads, me)
+	offs = make([]int64, len(others))
+	for k, h := range others {
+		offs[k] = int64(h) * count
+	}
+	return others, offs, Schedule{}
+}
+
 // NvlsAllReduce returns rank's schedule for part p of an NVLS all-reduce
 // over the ranks of t, which must share one host; elemSize (bytes) sets
 // the alignment of the last loop's chunks. It panics on invalid arguments.
 func NvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 	mustCheck("nvls all-reduce", checkNvls(rank, t, p, false))
-	return nvlsAllReduce(rank, t, p, elemSize)
+	return nvlsAllReduce(rank, t, p, elemSize, false)
 }
 
 // NvlsTreeAllReduce returns rank's schedule for part p of an NVLS_TREE
@@ -124,13 +139,14 @@ func NvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 // hosts. It panics on invalid arguments.
 func NvlsTreeAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 	mustCheck("nvls_tree all-reduce", checkNvls(rank, t, p, true))
-	return nvlsAllReduce(rank, t, p, elemSize)
+	return nvlsAllReduce(rank, t, p, elemSize, false)
 }
 
 // nvlsAllReduce is both all-reduces: lanes scatter, reduce (or up and
 // down, for a head with a parent) and gather, over loops of one chunk per
-// local head.
-func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
+// local head. Direct (registered buffers) drops the scatter lane: the
+// head's load-reduce reads the other local ranks' Input in place.
+func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int, direct bool) Schedule {
 	heads, me := nvlsHeads(t, rank)
 	node := nvlsTreeNode(t, rank)
 	if len(heads) == 1 && t.NHosts() == 1 {
@@ -141,6 +157,10 @@ func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 	// children's; its result goes to its multicast region (if the host has
 	// readers) and its children, or up to its parent.
 	recvs := append(append([]int(nil), others...), node.Down...)
+	var reads []int // the local ranks whose Input the head reads in place
+	if direct {
+		recvs, reads = node.Down, others
+	}
 	var down []int
 	if len(others) > 0 {
 		down = append(down, McastPeer(t.NRanks, rank))
@@ -165,8 +185,10 @@ func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 				offs[k] = int64(j) * chunk
 				srcs[k] = McastPeer(t.NRanks, g.peers[k])
 			}
-			scatter = append(scatter, Op{RecvFrom: NoPeer, SendTo: g.peers[0], Fan: &Fan{Send: g.peers[1:], SendOff: offs},
-				Conn: nvlsConn, Src: Input, SrcOff: base, Count: g.count})
+			if !direct {
+				scatter = append(scatter, Op{RecvFrom: NoPeer, SendTo: g.peers[0], Fan: &Fan{Send: g.peers[1:], SendOff: offs},
+					Conn: nvlsConn, Src: Input, SrcOff: base, Count: g.count})
+			}
 			gather = append(gather, Op{RecvFrom: srcs[0], SendTo: NoPeer, Fan: &Fan{Recv: srcs[1:], RecvOff: offs},
 				Conn: nvlsConn, Dst: Output, DstOff: base, Count: g.count})
 		}
@@ -175,10 +197,21 @@ func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 			continue
 		}
 		off := base + int64(me)*chunk
-		up = append(up, nvlsReduceOp(recvs, node, down, off, m))
+		up = append(up, nvlsReduceOp(recvs, reads, node, down, off, m))
 		if node.Up != NoPeer {
 			dn = append(dn, nvlsDownOp(node.Up, down, off, m))
 		}
+	}
+	if direct {
+		// No scatter: a head reads share h of every Input before it
+		// stores it, and a rank gathers share h only after that store,
+		// so an in-place gather never overwrites Input a head still reads.
+		s := Schedule{Lanes: []Lane{{Ops: up}}}
+		if node.Up != NoPeer {
+			s.Lanes = append(s.Lanes, Lane{Ops: dn, Waits: downAfterUp(len(dn), 0)})
+		}
+		s.Lanes = append(s.Lanes, Lane{Ops: gather})
+		return s
 	}
 	s := Schedule{Lanes: []Lane{{Ops: scatter}, {Ops: up}}}
 	if node.Up != NoPeer {
@@ -193,9 +226,10 @@ func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int) Schedule {
 }
 
 // nvlsReduceOp is a head's load-reduce of its share [off, off+m): every
-// peer of recvs and its own Input, to its parent, or, at the root, into
-// Output and on to down (the multicast region and the child heads).
-func nvlsReduceOp(recvs []int, node TreeNode, down []int, off, m int64) Op {
+// peer of recvs, its own Input and the Input of every rank of reads (in
+// place), to its parent, or, at the root, into Output and on to down (the
+// multicast region and the child heads).
+func nvlsReduceOp(recvs, reads []int, node TreeNode, down []int, off, m int64) Op {
 	op := Op{RecvFrom: NoPeer, SendTo: NoPeer, Conn: nvlsConn, Src: Input, SrcOff: off, Count: m}
 	if len(recvs) > 0 {
 		op.RecvFrom, op.Reduce = recvs[0], true
@@ -210,6 +244,12 @@ func nvlsReduceOp(recvs []int, node TreeNode, down []int, off, m int64) Op {
 		op.SendTo = sends[0]
 	}
 	op.Fan = fanOf(tail(recvs), tail(sends))
+	if len(reads) > 0 {
+		if op.Fan == nil {
+			op.Fan = &Fan{}
+		}
+		op.Fan.Direct, op.Reduce = reads, true
+	}
 	return op
 }
 
@@ -374,16 +414,10 @@ func nvlsRow(coll Coll, tree bool) Algorithm {
 	switch {
 	case tree:
 		r.Algo = NVLSTree
-		r.Gen = func(a *Args) Schedule { return NvlsTreeAllReduce(a.Rank, a.Topo, a.Part, a.ElemSize) }
-	case coll == AllReduce:
-		r.Gen = func(a *Args) Schedule { return NvlsAllReduce(a.Rank, a.Topo, a.Part, a.ElemSize) }
-	case coll == ReduceScatter:
-		r.Gen = func(a *Args) Schedule { return NvlsReduceScatter(a.Rank, a.Topo, a.Count, a.Part) }
-	case coll == AllGather:
-		r.Gen = func(a *Args) Schedule { return NvlsAllGather(a.Rank, a.Topo, a.Count, a.Part) }
-	default:
+	case coll != AllReduce && coll != ReduceScatter && coll != AllGather:
 		panic(fmt.Sprintf("algos: no NVLS %s", coll))
 	}
+	r.Gen = func(a *Args) Schedule { return nvlsGen(a, coll, tree) }
 	r.Geometry[protocols.Simple] = Geometry{ChunkSteps: 1, SliceSteps: 1}
 	return r
 }

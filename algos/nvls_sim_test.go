@@ -29,6 +29,7 @@ type nvlsCase struct {
 	channels int
 	inPlace  bool
 	slots    int
+	direct   bool // registered buffers (algos.Args.Direct)
 }
 
 func (c nvlsCase) String() string {
@@ -36,8 +37,8 @@ func (c nvlsCase) String() string {
 	if c.inPlace {
 		place = "in place"
 	}
-	return fmt.Sprintf("%s %s hosts=%dx%d count=%d chunk=%d align=%d esize=%d %s channels=%d %s slots=%d",
-		c.algo, c.coll, c.topo.NHosts(), c.topo.MaxPerHost(), c.count, c.chunk, c.align, c.elemSize, c.red.name, c.channels, place, c.slots)
+	return fmt.Sprintf("%s %s hosts=%dx%d count=%d chunk=%d align=%d esize=%d %s channels=%d %s slots=%d direct=%v",
+		c.algo, c.coll, c.topo.NHosts(), c.topo.MaxPerHost(), c.count, c.chunk, c.align, c.elemSize, c.red.name, c.channels, place, c.slots, c.direct)
 }
 
 // runNvls simulates c and checks every element of every buffer, that
@@ -90,7 +91,7 @@ func runNvls(c nvlsCase) (sim.Stats, error) {
 		off, cnt := nvlsPart(c.count, c.channels, c.align, ch)
 		p := algos.Part{Offset: off, Count: cnt, Chunk: c.chunk, Align: c.align}
 		for r := range n {
-			a := &algos.Args{Rank: r, Topo: c.topo, Count: c.count, Part: p, ElemSize: c.elemSize}
+			a := &algos.Args{Rank: r, Topo: c.topo, Count: c.count, Part: p, ElemSize: c.elemSize, Direct: c.direct}
 			s := row.Gen(a)
 			errs = append(errs, linksAmong(ch, r, s, row.Peers(a)))
 			channels[ch] = append(channels[ch], s)

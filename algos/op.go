@@ -106,6 +106,18 @@ type Fan struct {
 	// Dst[DstOff+RecvOff[k], +Count). A gather neither reduces, reads Src
 	// nor sends; it has one entry per receive peer.
 	RecvOff []int64
+
+	// Direct lists ranks of the same host whose Input the Op reads in
+	// place, through their registered buffers (NVLS with registered
+	// buffers: no scatter through a FIFO). Without DirectOff, every one's
+	// Input[SrcOff, +Count) is reduced into the value after the received
+	// messages and the local operand, so the Op must Reduce from Src
+	// Input. With DirectOff (one entry per Direct rank) the Op is a direct
+	// gather: Direct[k]'s Input[SrcOff, +Count) is written to
+	// Dst[DstOff+DirectOff[k], +Count); it neither receives, reduces nor
+	// sends. The reads apply each owner's pre-operation.
+	Direct    []int
+	DirectOff []int64
 }
 
 // MaxConns is the number of connections between an ordered pair of ranks
@@ -205,6 +217,8 @@ func (o Op) Name() string {
 		return "scatter"
 	case o.Fan != nil && o.Fan.RecvOff != nil:
 		return "gather"
+	case o.Fan != nil && o.Fan.DirectOff != nil:
+		return "directGather"
 	}
 	recv := o.RecvFrom != NoPeer
 	send := o.SendTo != NoPeer
@@ -244,6 +258,9 @@ func (o Op) String() string {
 	}
 	if o.Conn != 0 {
 		s += fmt.Sprintf(" conn=%d", o.Conn)
+	}
+	if o.Fan != nil && o.Fan.Direct != nil {
+		s += " direct=" + peerList(o.Fan.Direct)
 	}
 	if o.Src != None {
 		s += fmt.Sprintf(" src=%s[%d]", o.Src, o.SrcOff)

@@ -85,6 +85,11 @@ type Args struct {
 	// CollNetHeads is the heads per host CollNet Direct all-reduce asks
 	// for (CC_COLLNET_NHEADS); 0 means as many as possible (CollNetHeads).
 	CollNetHeads int
+	// Direct says that every rank of this rank's host called with a
+	// registered send buffer (comm.Register), so that NVLS reads the
+	// other local ranks' Input in place instead of scattering it through
+	// the FIFOs. Rows other than NVLS and NVLS_TREE ignore it.
+	Direct bool
 }
 
 // NRanks is the number of ranks.

@@ -35,6 +35,12 @@ func (s *state) check(op algos.Op) error {
 	if op.Fan != nil && (op.Fan.SendOff != nil || op.Fan.RecvOff != nil) {
 		return s.checkScatterGather(op)
 	}
+	if op.Fan != nil && op.Fan.Direct != nil {
+		if err := s.checkDirect(op); err != nil || op.Fan.DirectOff != nil {
+			return err
+		}
+		nrecv += len(op.Fan.Direct) // in-place reads are operands like received ones
+	}
 	switch {
 	case op.Count == 0:
 		return nil
@@ -224,11 +230,41 @@ func (s *state) sortedLinks() []Link {
 }
 
 func (s *state) stats() Stats {
-	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}, Rewrites: s.writes.rewrites, McastWrites: s.mcastWrites}
+	st := Stats{Rounds: s.rounds, Ops: s.ops, Links: map[Link]Traffic{}, Rewrites: s.writes.rewrites, McastWrites: s.mcastWrites, DirectElems: s.directElems}
 	for l, q := range s.fifos {
 		if q.traffic.Messages > 0 {
 			st.Links[l] = q.traffic
 		}
 	}
 	return st
+}
+
+// checkDirect checks an Op that reads other ranks' Input in place
+// (Fan.Direct): ranks in range, once each; a direct gather (DirectOff)
+// writes one range of Dst per rank and does nothing else; a direct
+// load-reduce reduces from Input.
+func (s *state) checkDirect(op algos.Op) error {
+	f, n := op.Fan, len(s.ranks)
+	for i, p := range f.Direct {
+		if p < 0 || p >= n || slices.Contains(f.Direct[:i], p) {
+			return fmt.Errorf("direct read of rank %d: must be in [0, %d), once", p, n)
+		}
+	}
+	switch {
+	case f.DirectOff != nil && (len(f.DirectOff) != len(f.Direct) || op.NumRecvs() > 0 || op.NumSends() > 0 || op.Reduce || op.Src != algos.Input || op.Dst == algos.None):
+		return fmt.Errorf("a direct gather writes one range of Dst per rank read (%d offsets for %d ranks), from their Input, receiving, reducing and sending nothing", len(f.DirectOff), len(f.Direct))
+	case f.DirectOff == nil && (!op.Reduce || op.Src != algos.Input):
+		return errors.New("a direct load-reduce reduces the ranks' Input with its own")
+	case op.Count == 0:
+		return nil
+	}
+	if err := s.checkRange("src", op.Src, op.SrcOff, op.Count); err != nil {
+		return err
+	}
+	for _, off := range f.DirectOff {
+		if err := s.checkRange("dst", op.Dst, op.DstOff+off, op.Count); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -25,6 +25,7 @@ type state struct {
 	// region (algos.McastPeer) on the channel, from their schedules.
 	readers     map[[2]int][]int
 	mcastWrites int64
+	directElems int64
 
 	// smallest[b] is the rank with the fewest elements in buffer b, which
 	// bounds every Op's range in b.
@@ -262,7 +263,7 @@ func (s *state) apply(m *move) {
 	if !m.complete {
 		return
 	}
-	if op.Fan != nil && (op.Fan.SendOff != nil || op.Fan.RecvOff != nil) {
+	if op.Fan != nil && (op.Fan.SendOff != nil || op.Fan.RecvOff != nil || op.Fan.DirectOff != nil) {
 		s.scatterGather(a, op)
 		s.done(a)
 		return
@@ -318,6 +319,10 @@ func (s *state) done(a *actor) {
 // the local operand) or a gather (each received message goes to its own
 // range of Dst).
 func (s *state) scatterGather(a *actor, op *algos.Op) {
+	if op.Fan.DirectOff != nil {
+		s.directGather(a, op)
+		return
+	}
 	if op.Fan.RecvOff != nil {
 		for k := range op.NumRecvs() {
 			off := op.DstOff + op.Fan.RecvOff[k]
@@ -424,6 +429,9 @@ func (s *state) compute(a *actor, op *algos.Op) []int64 {
 			val[i] = x
 		}
 	}
+	if op.Fan != nil {
+		s.directReads(val, op)
+	}
 	if op.PostOp && s.red.Post != nil {
 		for i, x := range val {
 			val[i] = s.red.Post(x)
@@ -437,4 +445,33 @@ func (s *state) buf(rank int, b algos.Buf) []int64 {
 		return s.ranks[rank].In
 	}
 	return s.ranks[rank].Out
+}
+
+// directReads reduces into val the Input of every rank a direct
+// load-reduce reads in place (Fan.Direct), each with its owner's
+// pre-operation, and counts them.
+func (s *state) directReads(val []int64, op *algos.Op) {
+	for _, p := range op.Fan.Direct {
+		for i, x := range s.ranks[p].In[op.SrcOff : op.SrcOff+op.Count] {
+			if s.red.Pre != nil {
+				x = s.red.Pre(p, x)
+			}
+			val[i] = s.red.Op(val[i], x)
+		}
+		s.directElems += op.Count
+	}
+}
+
+// directGather copies the Input of every rank Fan.Direct names into its
+// range of a's Dst, and counts them.
+func (s *state) directGather(a *actor, op *algos.Op) {
+	f := op.Fan
+	for k, p := range f.Direct {
+		off := op.DstOff + f.DirectOff[k]
+		copy(s.buf(a.rank, op.Dst)[off:off+op.Count], s.ranks[p].In[op.SrcOff:op.SrcOff+op.Count])
+		if op.Dst == algos.Output {
+			s.writes.count(a.rank, off, op.Count)
+		}
+		s.directElems += op.Count
+	}
 }

@@ -92,6 +92,10 @@ type Stats struct {
 	// (algos.McastPeer): one per Op, whatever the number of readers, each
 	// of which has its own Link on ConnMcast.
 	McastWrites int64
+	// DirectElems counts the elements read in place from other ranks'
+	// Input (algos.Fan.Direct: NVLS over registered buffers), which cross
+	// no Link.
+	DirectElems int64
 }
 
 // ConnMcast is the connection index of the Links from a head to the

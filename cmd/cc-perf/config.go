@@ -111,6 +111,7 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 		PerIter: f.perIter == 1, PerIterSkip: f.perIterSkip,
 		Timeout:  time.Duration(f.timeout) * time.Second,
 		ShowAlgo: f.showAlgo == 1,
+		Register: f.localRegister == 1,
 		Traffic:  traffic,
 	}
 	c.header = report.Header{
@@ -170,7 +171,7 @@ func checkSweep(min, max, step, factor int64) error {
 
 // gpuOnly rejects the flags that only mean something on GPUs, saying why,
 // unless they have nccl-tests' default values, which command lines copied
-// from GPU runs spell out: -y 0, -G 0, -R 0, -D 0, -V 16, -x 0 (NCCL's
+// from GPU runs spell out: -y 0, -G 0, -R 0 (or 1: registration is real), -D 0, -V 16, -x 0 (NCCL's
 // default CTA policy) or -1 (nccl-tests' "do not set").
 func (f *flags) gpuOnly() error {
 	gpu := func(format string, args ...any) error {
@@ -181,10 +182,8 @@ func (f *flags) gpuOnly() error {
 		return gpu("-y/--stream_null %d: there are no CUDA streams here (every call runs on its rank's goroutine and is complete when it returns): use 0", f.streamNull)
 	case f.graph != 0:
 		return gpu("-G/--cudagraph %d: CUDA graphs do not exist on CPUs; -n repeats calls: use 0", f.graph)
-	case f.localRegister == 1:
-		return gpu("-R/--local_register 1: the runtime has no buffer registration yet: use 0")
 	case f.localRegister == 2:
-		return gpu("-R/--local_register 2: symmetric memory windows are a GPU feature: use 0")
+		return gpu("-R/--local_register 2: symmetric memory windows are a GPU feature: use 0 or 1 (comm.MemAlloc + Register)")
 	case f.devImpl != 0:
 		return gpu("-D/--device_implementation %d: device-side kernels are GPU only: use 0", f.devImpl)
 	case f.devCTA != defaultDeviceCTAs:

@@ -199,7 +199,7 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	i(&f.timestamps, "report_timestamps", "S", 0, 1, "1: end every row with a timestamp")
 	fs.StringVarP(&f.outputFile, "output_file", "J", "", "write results to this file row by row: .json (nccl-tests JSON v3) or .csv (the old rccl-tests CSV); never overwrites (tries FILE.0, FILE.1, ...)")
 	i(&f.average, "average", "a", 0, 3, "time reported from every rank's: 0 rank 0, 1 mean, 2 min, 3 max")
-	i(&f.localRegister, "local_register", "R", 0, 2, "buffer registration: only 0 here (1 needs runtime registration, 2 is GPU symmetric memory)")
+	i(&f.localRegister, "local_register", "R", 0, 2, "buffer registration: 1 allocates the send/recv buffers with comm.MemAlloc and registers them (NVLS then reads peers' buffers in place); 2 (GPU symmetric memory) is refused")
 	fs.StringVarP(&f.ctaPolicy, "cta_policy", "x", "", "GPU only as an integer (NCCL CTA policy: 0 or -1, the defaults, are accepted); any other value (or a number with -Z and no -X) is the old rccl-tests' -x FILE, a result file like -J's")
 	i(&f.devImpl, "device_implementation", "D", 0, 1<<20, "GPU only (device-side kernels): must be 0")
 	i(&f.devCTA, "device_cta_count", "V", 1, 128, "GPU only (CTAs of -D): must be 16, the default")

@@ -39,6 +39,22 @@ func (c benchComm) Abort(cause error) {
 
 var _ bench.Communicator = benchComm{}
 
+// AllocRegistered implements bench.Registrar (-R 1): size bytes from
+// comm.MemAlloc, registered with the measured communicator, as nccl-tests
+// takes its buffers from ncclMemAlloc and registers them with
+// ncclCommRegister.
+func (c benchComm) AllocRegistered(size int64) ([]byte, func() error, error) {
+	buf, err := comm.MemAlloc(int(size))
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := c.Comm.Register(buf)
+	if err != nil {
+		return nil, nil, errors.Join(err, comm.MemFree(buf))
+	}
+	return buf, func() error { return errors.Join(c.Comm.Deregister(h), comm.MemFree(buf)) }, nil
+}
+
 // perf runs one benchmark: join or create the ranks, measure, report.
 func perf(ctx context.Context, cfg *config, e *env) error {
 	params, id, nranks, err := discover(e, cfg.header.NThreads, cfg.header.NGpus)

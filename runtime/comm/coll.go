@@ -37,6 +37,10 @@ type coll struct {
 	control  bool // a Control call: ring, any protocol, not logged
 
 	collnetSeq uint64 // the communicator's CollNet collectives up to this one
+
+	nvlsSeq uint64   // the communicator's NVLS calls up to this one (on a host with local peers)
+	direct  bool     // every local rank's send buffer is registered: NVLS reads them in place
+	peerIn  [][]byte // by rank: the local peers' Input, mapped (direct only)
 }
 
 // AllReduce reduces count elements of every rank's send buffer with op and

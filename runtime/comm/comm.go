@@ -108,6 +108,15 @@ type Comm struct {
 		key  planKey
 		plan *plan
 	}
+	// Buffer registration (mem.go): this communicator's registrations,
+	// its NVLS calls so far (the host's descriptor sequence), the local
+	// ranks' descriptors of the last one, and the peers' pools it mapped.
+	regs      []*registration
+	nvlsSeq   uint64
+	descs     []shm.Desc
+	peerPools map[[3]uint64][]byte
+	peerIn    [][]byte // by rank: the peers' Input of a direct call outside a group
+
 	tasks []engine.Task    // one per channel, reused by every call
 	funcs [][]*reduce.Func // built-in reductions by data type and op, made on first use
 	cur   coll             // the call being run outside a group
@@ -524,6 +533,7 @@ func (c *Comm) teardown() {
 		c.tr.Close()
 	}
 	c.closeCollNet()
+	c.closeRegistrations()
 	if c.seg != nil {
 		c.seg.Fail(errors.New("communicator closed"))
 		c.seg.Close()

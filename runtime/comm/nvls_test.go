@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
@@ -231,14 +229,7 @@ func TestNVLSAsProcesses(t *testing.T) {
 // shared-memory directory (a 2 MiB tmpfs, 8 MiB regions) fail Init on
 // every rank with an error naming NCCL_NVLS_CHUNKSIZE, not a SIGBUS.
 func TestNVLSDevShmTooSmall(t *testing.T) {
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=2m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, 0) })
-	old := shmDir
-	shmDir = dir
-	t.Cleanup(func() { shmDir = old })
+	smallShmDir(t, "2m")
 	p := testParams(t, map[string]string{"NCCL_ALGO": "nvls", "NCCL_NVLS_CHUNKSIZE": "1048576", "NCCL_BUFFSIZE": "8192"})
 	cs, err := InitLocalHosts(t.Context(), hostLayouts(2)["onehost"], p)
 	if err == nil {

@@ -245,6 +245,7 @@ type planKey struct {
 	count    int64
 	root     int
 	channels int
+	direct   bool // NVLS over registered buffers
 }
 
 // maxPlans bounds the plan cache; a sweep over many sizes starts over.
@@ -252,7 +253,7 @@ const maxPlans = 256
 
 // planFor returns the cached plan of k's shape, making it on first use.
 func (c *Comm) planFor(k *coll) *plan {
-	key := planKey{kind: k.kind, algo: k.algo.Algo, proto: k.proto, esize: k.dt.Size(), count: k.count, root: k.root, channels: k.channels}
+	key := planKey{kind: k.kind, algo: k.algo.Algo, proto: k.proto, esize: k.dt.Size(), count: k.count, root: k.root, channels: k.channels, direct: k.direct}
 	if c.last.plan != nil && c.last.key == key {
 		return c.last.plan
 	}
@@ -280,7 +281,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 		off, n := partition(k.count, k.channels, align, ch)
 		a := algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count,
 			Part: algos.Part{Offset: off, Count: n, Chunk: pl.chunk, Align: align}, ElemSize: int(esize), CTRing: &c.p.CTRing,
-			CollNetHeads: c.p.CollNetNHeads}
+			CollNetHeads: c.p.CollNetNHeads, Direct: k.direct}
 		if ch == 0 {
 			pl.args0 = a
 		}
@@ -304,7 +305,7 @@ func (c *Comm) task(k *coll, ch int) *engine.Task {
 	t := &c.tasks[ch]
 	*t = engine.Task{Sched: k.plan.scheds[ch], In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn,
 		StepPayload: k.plan.step, ChunkSteps: k.plan.geo.ChunkSteps, SliceSteps: k.plan.geo.SliceSteps,
-		Stable: k.algo.WritesOutputOnce && !k.inPlace}
+		Stable: k.algo.WritesOutputOnce && !k.inPlace, PeerIn: k.peerIn}
 	return t
 }
 
@@ -316,6 +317,10 @@ func (c *Comm) runColls(ks []*coll) error {
 	}
 	nc := 0
 	for _, k := range ks {
+		if err := c.chooseDirect(k, len(ks) == 1); err != nil {
+			c.fail(err)
+			return fmt.Errorf("rank %d: %s: %w", c.rank, k.kind, c.failure())
+		}
 		k.plan = c.planFor(k)
 		if k.algo.Algo == algos.CollNetDirect {
 			c.collnet.seq++
@@ -332,6 +337,11 @@ func (c *Comm) runColls(ks []*coll) error {
 	err := c.runChannel(0, ks)
 	for ch := 1; ch < nc; ch++ {
 		err = errors.Join(err, <-c.workers[ch-1].done)
+	}
+	if err == nil {
+		if err = c.departDirect(ks); err != nil {
+			c.fail(err)
+		}
 	}
 	if err != nil || c.Err() != nil {
 		return fmt.Errorf("rank %d: %s: %w", c.rank, ks[0].kind, c.failure())
@@ -400,6 +410,9 @@ func (c *Comm) logColl(k *coll) {
 	extra := ""
 	if k.algo.Explain != nil {
 		extra = "; " + k.algo.Explain(&k.plan.args0)
+	}
+	if k.direct {
+		extra += "; registered buffers: heads read every local rank's send buffer in place"
 	}
 	c.log.Info(param.SubsysColl, "%s: %d bytes %s -> algo %s proto %s (tuner: %.1f us predicted, next %s; %s) channels %d (%s), chunk %d elements%s",
 		k.kind, k.nbytes, k.dt, k.algo.Algo, k.proto, k.best.Time, k.next, c.allowedWhy(k), k.channels, chWhy, k.plan.chunk, extra)

@@ -30,6 +30,7 @@ var childModes = map[string]func(c *Comm) error{
 	"decisions":        childDecisions,
 	"split":            childSplit,
 	"nvls":             childNVLS,
+	"registered":       childRegistered,
 }
 
 // childAllReduceThrice runs three all-reduces of 64 Ki int32 and checks them.

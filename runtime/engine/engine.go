@@ -124,6 +124,13 @@ type Task struct {
 	// writes Output once, in a call that is not in place): slices may then
 	// be sent from In or Out directly, without a copy into the FIFO.
 	Stable bool
+
+	// PeerIn is, by rank, the Input of the other ranks of this host whose
+	// registered buffers this rank reads in place (algos.Fan.Direct), mapped
+	// into this process; nil for a call without direct Ops. Direct reads
+	// apply no pre-operation: the runtime takes the direct path only for
+	// reductions that have none.
+	PeerIn [][]byte
 }
 
 // Run executes t over conns with a Runner of its own (whose lane goroutines

@@ -5,7 +5,9 @@ import "github.com/seed-760dd1f1/cc/algos"
 // Wide Ops: NVLS's scatter (Fan.SendOff: each send peer gets its own range
 // of the local operand), gather (Fan.RecvOff: each received slice goes to
 // its own range of Dst) and fans of more than algos.MaxFan peers (a
-// head's load-reduce over every other rank of its host). Their connection
+// head's load-reduce over every other rank of its host), and NVLS's Ops
+// over registered buffers (Fan.Direct: other ranks' Input read in place
+// through Task.PeerIn, by a load-reduce or a direct gather). Their connection
 // lists live in the lane's wideConns, which grow to the widest Op once and
 // are reused, so a repeated call allocates nothing. They never send by
 // reference.
@@ -21,7 +23,7 @@ type wideConns struct {
 // isWide reports whether op runs as a wide Op.
 func isWide(op *algos.Op) bool {
 	f := op.Fan
-	return f.SendOff != nil || f.RecvOff != nil || op.NumRecvs() > algos.MaxFan || op.NumSends() > algos.MaxFan
+	return f.SendOff != nil || f.RecvOff != nil || f.Direct != nil || op.NumRecvs() > algos.MaxFan || op.NumSends() > algos.MaxFan
 }
 
 // open fills w with op's connections.
@@ -86,6 +88,10 @@ func (w *wideConns) slice(t *Task, op *algos.Op, off, n int64, esize int) error 
 		w.out[k] = b[:nb]
 	}
 	switch f := op.Fan; {
+	case f.DirectOff != nil: // direct gather: other ranks' Input, in place
+		for k, p := range f.Direct {
+			copy(region(t, op.Dst, op.DstOff+f.DirectOff[k]+off, n, esize), peerRegion(t, p, op.SrcOff+off, n, esize))
+		}
 	case f.RecvOff != nil: // gather
 		for k, b := range w.in {
 			copy(region(t, op.Dst, op.DstOff+f.RecvOff[k]+off, n, esize), b)
@@ -138,6 +144,9 @@ func (w *wideConns) reduce(t *Task, op *algos.Op, off, n int64, esize int) {
 	for k := first; k < len(w.in); k++ {
 		t.Fn.Reduce(value, value, w.in[k])
 	}
+	for _, p := range op.Fan.Direct { // a direct load-reduce
+		t.Fn.Reduce(value, value, peerRegion(t, p, op.SrcOff+off, n, esize))
+	}
 	if op.PostOp && t.Fn != nil && t.Fn.HasPost() {
 		t.Fn.Post(value, value)
 	}
@@ -146,4 +155,11 @@ func (w *wideConns) reduce(t *Task, op *algos.Op, off, n int64, esize int) {
 			copy(b, value)
 		}
 	}
+}
+
+// peerRegion is elements [off, off+n) of the Input of rank peer, read in
+// place through its registered buffer (Task.PeerIn).
+func peerRegion(t *Task, peer int, off, n int64, esize int) []byte {
+	lo := off * int64(esize)
+	return t.PeerIn[peer][lo : lo+n*int64(esize)]
 }

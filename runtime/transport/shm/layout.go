@@ -12,7 +12,7 @@ import (
 
 // A segment is laid out as
 //
-//	[0, headerBytes)          header: geometry, then one owner entry per local rank
+//	[0, headerBytes)          header: geometry, one owner entry per local rank, one call descriptor entry per local rank
 //	[ctlOff, mcastCtlOff)     one control block per connection
 //	[mcastCtlOff, fifoOff)    one control block per multicast region (none without NVLS)
 //	[fifoOff, mcastOff)       the FIFOs: per channel, per directed pair, Simple, LL, LL128
@@ -26,7 +26,7 @@ const (
 	// segMagic opens a valid header ("ccshmv01" in memory order); it is
 	// stored last, so a header with the magic is complete.
 	segMagic   uint64 = 0x3130766d68736363
-	segVersion uint32 = 1
+	segVersion uint32 = 2 // 2: the call descriptors (desc.go) after the owners
 
 	// Header fields.
 	hMagic    = 0
@@ -141,7 +141,7 @@ func newGeometry(nranks, channels int, buff [protocols.NumProtos]int, mcastStep 
 		g.fifoBytes[p] = roundUp(protocols.NSteps*g.stepBytes[p], pageSize)
 		g.pairBytes += g.fifoBytes[p]
 	}
-	g.headerBytes = roundUp(hOwners+nranks*ownerBytes, pageSize)
+	g.headerBytes = roundUp(descOff(nranks)+nranks*descBytes, pageSize)
 	g.ctlOff = g.headerBytes
 	nconn := int64(g.nconns())
 	g.mcastCtlOff = g.ctlOff + roundUp(int(nconn)*ctlBytes, pageSize)

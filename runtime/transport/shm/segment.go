@@ -409,6 +409,11 @@ func (s *Segment) Fail(err error) {
 		atomic.AddUint32(c.tailSeq, 1)
 		futexWake(c.tailSeq)
 	}
+	if s.mem != nil {
+		e := s.entry(s.o.LocalRank) + eSeq // Arrive, Depart
+		atomic.AddUint32(s.u32(e), 1)
+		futexWake(s.u32(e))
+	}
 }
 
 // Close fails every connection with engine.ErrClosed and unmaps the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -38,6 +39,8 @@ type rank struct {
 	vplan  vplan  // alltoallv: this rank's part of the call
 	config string // Tune: the configuration being measured, for timeouts
 
+	frees []func() error // -R 1: deregister and free the send and receive buffers
+
 	rep     uint64 // check seeds, advanced in step on every rank
 	oob     int64  // halves with a wrong element on this rank
 	bwSum   float64
@@ -62,8 +65,9 @@ func newRank(c Communicator, o *Options, rec Recorder) (*rank, error) {
 		}
 	}
 	pad := int64(o.Unalign) * 8
-	k.send = make([]byte, o.MaxBytes+pad)
-	k.recv = make([]byte, o.MaxBytes+pad)
+	if err := k.allocBuffers(o.MaxBytes + pad); err != nil {
+		return k, err
+	}
 	if o.Check > 0 {
 		k.expected = make([]byte, o.MaxBytes)
 	}
@@ -72,6 +76,46 @@ func newRank(c Communicator, o *Options, rec Recorder) (*rank, error) {
 	}
 	k.scratch = make([]byte, 8*max(o.Iters, 1))
 	return k, nil
+}
+
+// Registrar is a Communicator that registers memory (-R 1): runtime/comm's
+// MemAlloc and Register, as nccl-tests' ncclMemAlloc and ncclCommRegister.
+type Registrar interface {
+	// AllocRegistered returns size bytes registered with the
+	// communicator, and how to deregister and free them.
+	AllocRegistered(size int64) (buf []byte, free func() error, err error)
+}
+
+// allocBuffers allocates the send and receive buffers of size bytes: Go memory,
+// or with -R 1 the communicator's registered memory.
+func (k *rank) allocBuffers(size int64) error {
+	if !k.o.Register {
+		k.send, k.recv = make([]byte, size), make([]byte, size)
+		return nil
+	}
+	r, ok := k.c.(Registrar)
+	if !ok {
+		return fmt.Errorf("rank %d: -R 1: this communicator cannot register buffers", k.me)
+	}
+	for _, b := range []*[]byte{&k.send, &k.recv} {
+		buf, free, err := r.AllocRegistered(max(size, 1))
+		if err != nil {
+			return fmt.Errorf("rank %d: -R 1: %w", k.me, err)
+		}
+		*b = buf[:size]
+		k.frees = append(k.frees, free)
+	}
+	return nil
+}
+
+// release frees what allocBuffers registered.
+func (k *rank) release() error {
+	var errs []error
+	for _, f := range k.frees {
+		errs = append(errs, f())
+	}
+	k.frees = nil
+	return errors.Join(errs...)
 }
 
 // BufferBytes is what Run allocates per rank for o: send and receive buffers,

@@ -47,6 +47,12 @@ type Options struct {
 	// calls (Half.Ran), from communicators that implement Tuned.
 	ShowAlgo bool
 
+	// Register is -R 1 (nccl-tests' --local_register 1): the send and
+	// receive buffers come from the communicator's registered memory
+	// (Registrar), as nccl-tests takes them from ncclMemAlloc and
+	// registers them with ncclCommRegister.
+	Register bool
+
 	// Timeout is -T: a warmup or a half-row that runs longer aborts every
 	// rank of the job and Run returns a *TimeoutError. 0: no limit.
 	Timeout time.Duration
@@ -108,6 +114,9 @@ func Run(ctx context.Context, comms []Communicator, devices []Device, o Options,
 		k, err := newRank(comms[i], &o, rec)
 		if err == nil {
 			sums[i], err = k.run(ctx, devices[i])
+		}
+		if k != nil {
+			err = errors.Join(err, k.release())
 		}
 		return err
 	})
