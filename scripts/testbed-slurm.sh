@@ -175,7 +175,9 @@ slurm_resume() {
 
 # slurm_status prints the daemons and node states; fails unless all are up and every node
 # is usable (idle, allocated, mixed, completing, or planned: held by the scheduler for a
-# pending job, as when a test's salloc waits for nodes another job holds).
+# pending job, as when a test's salloc waits for nodes another job holds), with or without
+# the "*" of a node slurmctld has not heard from since its cable was cut and plugged back
+# (its slurmd is alive, checked apart; the next ping clears it).
 slurm_status() {
 	local k d state states bad=0 munged=dead ctld=dead
 	munged=$(cat "$SL/run/munged.pid" 2>/dev/null) && alive "$munged" && munged="pid $munged" || { munged=dead bad=1; }
@@ -187,7 +189,7 @@ slurm_status() {
 	for k in $(seq "$n"); do
 		d=$(pid_in "$k" "$SL/run/slurmd.tb$k.pid") && d="pid $d" || { d=dead bad=1; }
 		state=$(awk -v h="tb$k" '$1 == h {print $2; exit}' <<<"$states")
-		[[ ${state:-} =~ ^(idle|allocated|mixed|completing|planned)$ ]] || bad=1
+		[[ ${state:-} =~ ^(idle|allocated|mixed|completing|planned)\*?$ ]] || bad=1
 		printf '%-5s %-11s %s\n' "tb$k" "$d" "${state:-unknown}"
 	done
 	return $bad
