@@ -234,6 +234,7 @@ type plan struct {
 	step   int    // payload bytes of one FIFO slot
 	chunk  int64  // elements
 	server []bool // index = channel: this rank talks to the CollNet server there
+	lanes  int    // lanes with Ops over every channel, which run at once (waitingLanes)
 }
 
 // planKey is everything a plan depends on besides the communicator.
@@ -286,6 +287,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 		}
 		pl.scheds[ch] = k.algo.Gen(&a)
 		pl.server = append(pl.server, k.algo.Algo == algos.CollNetDirect && talksToServer(pl.scheds[ch], algos.CollNetPeer(c.nranks)))
+		pl.lanes += busyLanes(pl.scheds[ch])
 	}
 	return pl
 }
@@ -325,6 +327,9 @@ func (c *Comm) runColls(ks []*coll) error {
 			c.logColl(k)
 		}
 		nc = max(nc, k.channels)
+	}
+	if c.seg != nil {
+		c.seg.SetLanes(waitingLanes(ks))
 	}
 	for ch := 1; ch < nc; ch++ {
 		c.workers[ch-1].start <- ks
