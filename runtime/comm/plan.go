@@ -234,7 +234,7 @@ type plan struct {
 	step   int    // payload bytes of one FIFO slot
 	chunk  int64  // elements
 	server []bool // index = channel: this rank talks to the CollNet server there
-	lanes  int    // lanes with Ops over every channel, which run at once (waitingLanes)
+	polls  int    // lanes that receive over shared memory, over every channel (yieldWaits)
 }
 
 // planKey is everything a plan depends on besides the communicator.
@@ -287,7 +287,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 		}
 		pl.scheds[ch] = k.algo.Gen(&a)
 		pl.server = append(pl.server, k.algo.Algo == algos.CollNetDirect && talksToServer(pl.scheds[ch], algos.CollNetPeer(c.nranks)))
-		pl.lanes += busyLanes(pl.scheds[ch])
+		pl.polls += pollingLanes(pl.scheds[ch], c.isLocal)
 	}
 	return pl
 }
@@ -329,7 +329,7 @@ func (c *Comm) runColls(ks []*coll) error {
 		nc = max(nc, k.channels)
 	}
 	if c.seg != nil {
-		c.seg.SetLanes(waitingLanes(ks))
+		c.seg.SetYield(c.yieldWaits(ks))
 	}
 	for ch := 1; ch < nc; ch++ {
 		c.workers[ch-1].start <- ks

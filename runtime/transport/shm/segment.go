@@ -61,7 +61,7 @@ type Segment struct {
 	fd   int    // the segment file, kept open to allocate FIFOs (-1: none)
 
 	minimalSpin bool
-	crowded     atomic.Bool // SetLanes: more waiting lanes than cores
+	yield       atomic.Bool // SetYield
 	failed      atomic.Pointer[error]
 
 	mu     sync.Mutex
@@ -376,23 +376,19 @@ func (s *Segment) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&s.mem[
 // returns).
 func (s *Segment) Name() string { return s.name }
 
-// SetLanes tells the segment how many lanes of this rank wait at once in
-// the collectives that follow: the lanes with Ops of every channel (NCCL's
-// thread groups). Every local rank is taken to run as many. While the
-// local ranks' lanes outnumber the cores, waits poll a few times and then
-// yield the core, as they do when the local ranks alone outnumber the
-// cores: a lane that spins on a core holds off the lane, or the rank, or
-// the CollNet aggregation server, that would answer it (CollNet Direct
-// runs 4 lanes per rank, NVLS 2 to 4). Example: 2 local ranks of NVLS
-// reduce-scatter (a scatter and a load-reduce lane) on 2 cores: 4 lanes,
-// crowded; the ring's one lane: 2, not crowded.
-func (s *Segment) SetLanes(n int) {
-	s.crowded.Store(s.o.LocalNRanks*max(n, 1) > s.o.Cores)
-}
+// SetYield makes the waits of the collectives that follow poll a few
+// times and then yield the core (on) or poll for Options.Spin (off), as
+// when the local ranks outnumber the cores. The communicator turns it on
+// for a collective whose lanes wait for the network (CollNet Direct: every
+// result comes back from the aggregation server) and outnumber the cores
+// with the other local ranks' lanes: a lane polling its FIFO for the
+// server's answer held off the head's lane, or the server process, that
+// would bring it.
+func (s *Segment) SetYield(on bool) { s.yield.Store(on) }
 
-// spinsLong reports whether a wait may poll for Options.Spin: the local
-// ranks' waiting lanes do not outnumber the cores.
-func (s *Segment) spinsLong() bool { return !s.minimalSpin && !s.crowded.Load() }
+// spinsLong reports whether a wait may poll for Options.Spin: neither the
+// local ranks outnumber the cores nor SetYield is on.
+func (s *Segment) spinsLong() bool { return !s.minimalSpin && !s.yield.Load() }
 
 // err returns the error Fail recorded, if any.
 func (s *Segment) err() error {

@@ -21,8 +21,8 @@ var futexTimeout = 50 * time.Millisecond
 
 // await waits until cond holds. cond reads the shared memory the other
 // side writes before it publishes a step counter. It polls for
-// Options.Spin (a few polls, then yields, when local ranks or their lanes
-// outnumber cores), then sleeps
+// Options.Spin (a few polls, then yields, when local ranks outnumber cores
+// or SetYield is on), then sleeps
 // on seq, a 32-bit futex word in the segment, with the lost-wakeup-safe
 // protocol:
 //
@@ -62,7 +62,7 @@ func (c *conn) await(waitFlag, seq *uint32, cond func() bool) error {
 		}
 	}
 	if minimal {
-		// More local ranks (or their lanes, SetLanes) than cores: the rank that will make cond true
+		// More local ranks than cores (or SetYield): the rank that will make cond true
 		// may be waiting for this core. Give it the core (sched_yield)
 		// rather than burn it polling, and rather than sleep at once,
 		// which costs a futex wake and a scheduler wake-up per message
