@@ -287,7 +287,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 		}
 		pl.scheds[ch] = k.algo.Gen(&a)
 		pl.server = append(pl.server, k.algo.Algo == algos.CollNetDirect && talksToServer(pl.scheds[ch], algos.CollNetPeer(c.nranks)))
-		pl.polls += pollingLanes(pl.scheds[ch], c.isLocal)
+		pl.polls += pollingLanes(pl.scheds[ch], c.isLocal, pl.slices(esize))
 	}
 	return pl
 }

@@ -1,60 +1,92 @@
 package comm
 
-import "github.com/seed-760dd1f1/cc/algos"
+import (
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
 
-// Waits that yield. A lane waiting for a slice polls its FIFO while it
-// has a core to itself. CollNet Direct's lanes wait, through shared
-// memory as well as TCP, for what comes back from the aggregation server:
-// polling through a network round trip, with the host's ranks running more
-// lanes than it has cores, held off the head's lane or the server process
-// that would bring the answer. For such a collective the shared-memory
-// waits yield their core instead (shm.Segment.SetYield). Measured on 2
-// cores, 2 ranks and the server: an all-reduce of 64 B took about 1 ms
-// with polling lanes, 0.2 ms with yielding ones. NVLS's lanes wait for
-// each other only, a few microseconds, and keep polling: yielding made its
-// small reduce-scatters slower on the loaded machine. Only the lanes that
-// receive over shared memory count: a lane that sends only, or receives
-// from the server, does not poll.
+// Waits that yield. A lane waiting for a slice, or for a free slot, polls
+// its shared-memory FIFO while it has a core to itself. The algorithms
+// below run several lanes per rank; when the lanes that may poll, on all
+// local ranks alike, outnumber the cores, a polling lane holds off the
+// lane, the rank or the process that would answer it, and the waits of
+// the collective yield their core instead (shm.Segment.SetYield), as they
+// do when the ranks alone outnumber the cores. Measured on 2 cores and 2
+// ranks, interleaved medians:
+//
+//	CollNet Direct all-reduce of 64 B    ~700 us polling, ~200 us yielding
+//	  (every result comes back from the aggregation server, a third process)
+//	NVLS all-reduce of 2 MiB             2044 us polling, 478 us yielding
+//	NVLS reduce-scatter of 2 MiB         1170 us polling, 441 us yielding
+//
+// Other algorithms were not measured this way and keep polling.
+var yieldAlgos = map[algos.Algo]bool{
+	algos.CollNetDirect: true, // lanes wait for the server: a network round trip
+	algos.NVLS:          true, // scatter, load-reduce and gather lanes run at once
+	algos.NVLSTree:      true, // NVLS inside the host, TCP between the heads
+}
 
-// pollingLanes is the number of lanes of s that receive from a peer for
-// which local says the wait is on shared memory (a slot schedule is one
-// lane): the lanes that may poll.
-func pollingLanes(s algos.Schedule, local func(peer int) bool) int {
+// pollingLanes is the number of lanes of s that may poll shared memory
+// (local says which peers, multicast regions included, are reached
+// through it): a lane that receives over it, or that sends more slices
+// over it than a FIFO holds (it then waits for the receiver to free
+// slots); slices is the number of slices an Op moves. A slot schedule is
+// one lane. Example, 2 ranks on one host and 2 heads: a CollNet all-reduce
+// of 64 B gives each head a piece, and each rank polls in its reduce lane
+// (the other rank's piece) and its gather lane (the other head's result),
+// not in its scatter lane (one slice) or its bcast lane (the server): 2
+// each. At 8 B only head 0 has a piece: 1 each, and 2 ranks on 2 cores
+// keep polling.
+func pollingLanes(s algos.Schedule, local func(peer int) bool, slices func(op *algos.Op) int) int {
 	if len(s.Slots) > 0 {
 		return 1
 	}
 	n := 0
 	for _, l := range s.Lanes {
-		polls := false
+		recvs, sent := false, 0
 		for i := range l.Ops {
-			for k := range l.Ops[i].NumRecvs() {
-				polls = polls || local(l.Ops[i].RecvPeer(k))
+			op := &l.Ops[i]
+			for k := range op.NumRecvs() {
+				recvs = recvs || local(op.RecvPeer(k))
+			}
+			for k := range op.NumSends() {
+				if local(op.SendPeer(k)) {
+					sent += slices(op)
+					break
+				}
 			}
 		}
-		if polls {
+		if recvs || sent > protocols.NSteps {
 			n++
 		}
 	}
 	return n
 }
 
-// isLocal reports whether peer shares this rank's shared memory.
+// slices returns the number of slices an Op of elements of esize bytes
+// moves under pl.
+func (pl *plan) slices(esize int64) func(op *algos.Op) int {
+	per := int64(pl.step * pl.geo.SliceSteps)
+	return func(op *algos.Op) int { return int((op.Count*esize + per - 1) / max(per, 1)) }
+}
+
+// isLocal reports whether peer, or the multicast region it names, is
+// reached through this host's shared memory.
 func (c *Comm) isLocal(peer int) bool {
+	if h, ok := algos.McastHead(c.nranks, peer); ok {
+		peer = h
+	}
 	_, ok := c.localIndex[peer]
-	return ok && c.seg != nil && peer != c.rank
+	return ok && c.seg != nil
 }
 
 // yieldWaits reports whether the shared-memory waits of ks yield their
-// core rather than poll: some collective of ks is CollNet Direct and its
-// lanes that may poll, on every local rank alike, outnumber the cores.
-// Example, 2 ranks on 2 cores and 2 heads: an all-reduce of 64 B gives each
-// head a piece, and each rank polls in its reduce lane (the other rank's
-// piece) and its gather lane (the other head's result): 4 lanes, they
-// yield. At 8 B only head 0 has a piece: rank 0 polls in its reduce lane,
-// rank 1 in its gather lane, 2 lanes, they poll.
+// core rather than poll: some collective of ks runs an algorithm of
+// yieldAlgos and its polling lanes, on every local rank alike, outnumber
+// the cores.
 func (c *Comm) yieldWaits(ks []*coll) bool {
 	for _, k := range ks {
-		if k.algo.Algo == algos.CollNetDirect && k.plan.polls*len(c.localIndex) > c.cores {
+		if yieldAlgos[k.algo.Algo] && k.plan.polls*len(c.localIndex) > c.cores {
 			return true
 		}
 	}
