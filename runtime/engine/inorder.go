@@ -14,9 +14,9 @@ import (
 // lane posts at most a FIFO's worth of slices (protocols.NSteps) in the
 // task: its slots are free once the receiver has finished the earlier
 // tasks, which it does on its own. A small collective then costs no
-// hand-off between lanes (a worker goroutine woken, its end waited for):
-// 2 ranks on 2 cores, NVLS reduce-scatter of 64 B and CollNet Direct
-// all-reduce, as measured in runtime/comm's yield.go.
+// hand-off between lanes (a worker goroutine woken, its end waited for).
+// Measured on 2 cores, 2 ranks, interleaved medians: NVLS reduce-scatter
+// of 64 B to 32 KiB went from 1.2-10 us to 0.4-3.3 us, the ring's.
 
 // inOrder reports whether t's lanes run one after the other: its schedule
 // says they may, every Wait names a lower lane, and every lane posts at
