@@ -98,10 +98,12 @@ func collnetLoops(p Part, nHeads int) [][]collnetPiece {
 type collnetLanes [4]Lane
 
 // schedule keeps the non-empty lanes, with waits pointing at their new
-// index (a wait on an empty lane, or for no Ops, is dropped).
+// index (a wait on an empty lane, or for no Ops, is dropped). The lanes
+// may run in order (Schedule.InOrder): data flows from each lane to higher
+// ones only, scatter to reduce, through the server to bcast, to gather.
 func (ls *collnetLanes) schedule() Schedule {
 	index := [len(collnetLanes{})]int{}
-	var s Schedule
+	s := Schedule{InOrder: true}
 	for i, l := range ls {
 		index[i] = len(s.Lanes)
 		if len(l.Ops) > 0 {

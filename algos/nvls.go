@@ -79,7 +79,7 @@ func NvlsReduceScatter(rank int, t *Topo, count int64, p Part) Schedule {
 		reduce = append(reduce, Op{RecvFrom: others[0], SendTo: NoPeer, Fan: reduceFan, Conn: nvlsConn,
 			Src: Input, SrcOff: int64(rank)*count + o, Dst: Output, DstOff: o, Count: n, Reduce: true, PostOp: true})
 	}
-	return Schedule{Lanes: []Lane{{Ops: scatter}, {Ops: reduce}}}
+	return Schedule{Lanes: []Lane{{Ops: scatter}, {Ops: reduce}}, InOrder: true}
 }
 
 // NvlsAllGather returns rank's schedule for part p of an NVLS all-gather
@@ -105,7 +105,7 @@ func NvlsAllGather(rank int, t *Topo, count int64, p Part) Schedule {
 		gather = append(gather, Op{RecvFrom: srcs[0], SendTo: NoPeer, Fan: gatherFan, Conn: nvlsConn,
 			Dst: Output, DstOff: o, Count: n})
 	}
-	return Schedule{Lanes: []Lane{{Ops: bcast}, {Ops: gather}}}
+	return Schedule{Lanes: []Lane{{Ops: bcast}, {Ops: gather}}, InOrder: true}
 }
 
 // nvlsGatherPeers checks an all-gather's arguments and returns the other
@@ -222,6 +222,10 @@ func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int, direct bool) Schedul
 	// wait is always met by the time the heads' results arrive; it says so
 	// in the schedule rather than through the other ranks.
 	s.Lanes = append(s.Lanes, Lane{Ops: gather, Waits: downAfterUp(len(gather), 0)})
+	// Inside one host data flows from each lane to higher ones only
+	// (scatter, load-reduce, multicast, gather); a tree of heads also
+	// passes results between the load-reduce lanes of ranks.
+	s.InOrder = t.NHosts() == 1
 	return s
 }
 

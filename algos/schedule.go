@@ -14,6 +14,13 @@ import (
 type Schedule struct {
 	Lanes []Lane
 	Slots []SlotOp
+	// InOrder says the lanes may also run one after the other, lane 0
+	// first: a lane receives only what lower lanes (of any rank) or
+	// another process send, and waits only for lower lanes of its rank.
+	// The engine runs them so, on one goroutine, when no send of the task
+	// can wait for its receiver (runtime/engine: every lane's slices fit
+	// in a FIFO): a small collective then costs no hand-off between lanes.
+	InOrder bool
 }
 
 // Lane is one stream of Ops (NCCL: one thread group of a channel). Lanes of

@@ -97,6 +97,7 @@ type Comm struct {
 	algoErr  [algos.NumColls]error // why a collective cannot run (NCCL_ALGO, NCCL_PROTO, NCCL_PAT_ENABLE), or nil
 	consts   *tune.Consts          // rank 0's tuner constants
 	minCores int                   // the fewest cores of any rank's machine
+	cores    int                   // the cores this rank counts on (coreShare)
 	tunerCfg *tune.Config          // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
 	model    *tune.Model           // the tuner, over the entries that may run
 
@@ -245,6 +246,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		cores = 1
 	}
 	cores = c.coreShare(cores, o.hostRanks)
+	c.cores = cores
 	if err := c.agree(ctx, channelCount(p, cores), cores); err != nil {
 		return err
 	}

@@ -234,6 +234,7 @@ type plan struct {
 	step   int    // payload bytes of one FIFO slot
 	chunk  int64  // elements
 	server []bool // index = channel: this rank talks to the CollNet server there
+	polls  int    // lanes that receive over shared memory, over every channel (yieldWaits)
 }
 
 // planKey is everything a plan depends on besides the communicator.
@@ -287,6 +288,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 		}
 		pl.scheds[ch] = k.algo.Gen(&a)
 		pl.server = append(pl.server, k.algo.Algo == algos.CollNetDirect && talksToServer(pl.scheds[ch], algos.CollNetPeer(c.nranks)))
+		pl.polls += pollingLanes(pl.scheds[ch], c.isLocal, pl.slices(esize))
 	}
 	return pl
 }
@@ -330,6 +332,9 @@ func (c *Comm) runColls(ks []*coll) error {
 			c.logColl(k)
 		}
 		nc = max(nc, k.channels)
+	}
+	if c.seg != nil {
+		c.seg.SetYield(c.yieldWaits(ks))
 	}
 	for ch := 1; ch < nc; ch++ {
 		c.workers[ch-1].start <- ks

@@ -121,6 +121,9 @@ func (r *Runner) Run(t *Task, conns Conns) error {
 	if busy == 1 && len(t.Sched.Lanes[first].Waits) == 0 {
 		return r.runLane(t, conns, first)
 	}
+	if inOrder(t) {
+		return r.runInOrder(t, conns)
+	}
 	r.task, r.conns = t, conns
 	r.wg.Add(busy - 1)
 	w := 0

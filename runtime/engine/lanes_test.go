@@ -38,11 +38,12 @@ func wireUp(n int, links [][3]int, stepBytes int) []keyConns {
 // TestFanAndLanes runs a three-rank tree all-reduce by hand: rank 0 is the
 // root and reduces both children's Input with its own in one Op with a fan,
 // then sends the result to both; ranks 1 and 2 run an up lane (send) and a
-// down lane (receive) concurrently. Several chunks, so lanes overlap.
+// down lane (receive) concurrently. Several chunks, so lanes overlap; in
+// order, the children's lanes run one after the other (InOrder).
 func TestFanAndLanes(t *testing.T) {
 	const n, count, chunk = 3, 40, 8
 	links := [][3]int{{1, 0, 0}, {2, 0, 0}, {0, 1, 0}, {0, 2, 0}}
-	for _, mode := range []string{"copy", "stable", "in place"} {
+	for _, mode := range []string{"copy", "stable", "in place", "in order"} {
 		stable, inPlace := mode == "stable", mode == "in place"
 		cs := wireUp(n, links, 64)
 		fan := &algos.Fan{Recv: []int{2}, Send: []int{2}}
@@ -52,7 +53,9 @@ func TestFanAndLanes(t *testing.T) {
 			up = append(up, algos.Op{RecvFrom: algos.NoPeer, SendTo: 0, Src: algos.Input, SrcOff: off, Count: chunk})
 			down = append(down, algos.Op{RecvFrom: 0, SendTo: algos.NoPeer, Dst: algos.Output, DstOff: off, Count: chunk})
 		}
-		scheds := []algos.Schedule{algos.Single(root), {Lanes: []algos.Lane{{Ops: up}, {Ops: down}}}, {Lanes: []algos.Lane{{Ops: up}, {Ops: down}}}}
+		ordered := mode == "in order"
+		scheds := []algos.Schedule{algos.Single(root), {Lanes: []algos.Lane{{Ops: up}, {Ops: down}}, InOrder: ordered},
+			{Lanes: []algos.Lane{{Ops: up}, {Ops: down}}, InOrder: ordered}}
 		outs := make([][]byte, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup

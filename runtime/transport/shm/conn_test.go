@@ -32,20 +32,25 @@ func pairConns(t *testing.T, segs []*Segment, p protocols.Proto) (*SendConn, *Re
 }
 
 // TestStreamInProcess moves long streams both ways between two goroutine
-// ranks, every protocol at once, with spinning and with futex sleeps only.
+// ranks, every protocol at once, with spinning, with futex sleeps only, and
+// with yields (SetYield).
 func TestStreamInProcess(t *testing.T) {
 	count := 3000
 	if testing.Short() {
 		count = 300
 	}
-	for _, spin := range []time.Duration{20 * time.Microsecond, 0} {
-		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
+	for _, tc := range []struct {
+		spin  time.Duration
+		yield bool
+	}{{20 * time.Microsecond, false}, {0, false}, {time.Millisecond, true}} {
+		t.Run(fmt.Sprintf("spin=%v,yield=%v", tc.spin, tc.yield), func(t *testing.T) {
 			o := testOptions(t, 2)
-			o.Spin = spin
+			o.Spin = tc.spin
 			segs := openGroup(t, o)
 			var wg sync.WaitGroup
 			errs := make([]error, 2)
 			for r := range segs {
+				segs[r].SetYield(tc.yield)
 				wg.Add(1)
 				go func() { defer wg.Done(); errs[r] = runRing(segs[r], r, 2, count) }()
 			}

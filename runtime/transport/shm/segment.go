@@ -61,6 +61,7 @@ type Segment struct {
 	fd   int    // the segment file, kept open to allocate FIFOs (-1: none)
 
 	minimalSpin bool
+	yield       atomic.Bool // SetYield
 	failed      atomic.Pointer[error]
 
 	mu     sync.Mutex
@@ -374,6 +375,20 @@ func (s *Segment) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&s.mem[
 // Name returns the segment's file name (in Options.Dir; unlinked once Open
 // returns).
 func (s *Segment) Name() string { return s.name }
+
+// SetYield makes the waits of the collectives that follow poll a few
+// times and then yield the core (on) or poll for Options.Spin (off), as
+// when the local ranks outnumber the cores. The communicator turns it on
+// for a collective whose lanes wait for the network (CollNet Direct: every
+// result comes back from the aggregation server) and outnumber the cores
+// with the other local ranks' lanes: a lane polling its FIFO for the
+// server's answer held off the head's lane, or the server process, that
+// would bring it.
+func (s *Segment) SetYield(on bool) { s.yield.Store(on) }
+
+// spinsLong reports whether a wait may poll for Options.Spin: neither the
+// local ranks outnumber the cores nor SetYield is on.
+func (s *Segment) spinsLong() bool { return !s.minimalSpin && !s.yield.Load() }
 
 // err returns the error Fail recorded, if any.
 func (s *Segment) err() error {

@@ -21,7 +21,8 @@ var futexTimeout = 50 * time.Millisecond
 
 // await waits until cond holds. cond reads the shared memory the other
 // side writes before it publishes a step counter. It polls for
-// Options.Spin (a few polls when local ranks outnumber cores), then sleeps
+// Options.Spin (a few polls, then yields, when local ranks outnumber cores
+// or SetYield is on), then sleeps
 // on seq, a 32-bit futex word in the segment, with the lost-wakeup-safe
 // protocol:
 //
@@ -42,6 +43,7 @@ func (c *conn) await(waitFlag, seq *uint32, cond func() bool) error {
 		return nil
 	}
 	var start time.Time // read only if the first batch of polls fails
+	minimal := !s.spinsLong()
 	for {
 		for i := 0; i < spinBatch; i++ {
 			pause()
@@ -55,12 +57,12 @@ func (c *conn) await(waitFlag, seq *uint32, cond func() bool) error {
 		if start.IsZero() {
 			start = time.Now()
 		}
-		if s.minimalSpin || time.Since(start) >= s.o.Spin {
+		if minimal || time.Since(start) >= s.o.Spin {
 			break
 		}
 	}
-	if s.minimalSpin {
-		// More local ranks than cores: the rank that will make cond true
+	if minimal {
+		// More local ranks than cores (or SetYield): the rank that will make cond true
 		// may be waiting for this core. Give it the core (sched_yield)
 		// rather than burn it polling, and rather than sleep at once,
 		// which costs a futex wake and a scheduler wake-up per message
