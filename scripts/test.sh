@@ -6,7 +6,7 @@
 # As root it also runs ccrun's end-to-end tests on real SSH hosts: it installs
 # what scripts/testbed.sh needs when missing (openssh-server, openssh-client,
 # iproute2; with CI=true also Slurm and MUNGE: slurmctld slurmd slurm-client
-# munge), brings up four hosts in network namespaces for the duration of the
+# munge), brings up eight hosts in network namespaces for the duration of the
 # run (with a Slurm cluster when Slurm is installed) and the tests use them.
 # As root it installs MPICH and Open MPI (mpich libmpich-dev openmpi-bin
 # libopenmpi-dev) for ccrun's MPI tests when their compilers are missing.

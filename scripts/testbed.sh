@@ -19,7 +19,7 @@
 #   scripts/testbed.sh install [--slurm]     apt-get install what up needs (--slurm: and
 #                                            Slurm and MUNGE)
 #
-# N defaults to $CC_TESTBED_N or 4 (at most 250), S to 2. R is a rate (100mbit, 2.5gbit),
+# N defaults to $CC_TESTBED_N or 8 (at most 250), S to 2. R is a rate (100mbit, 2.5gbit),
 # D a one-way delay (50us, 1ms). HOST is tbK, K or 10.252.0.K. Slurm runs when installed
 # unless --no-slurm or CC_TESTBED_NO_SLURM=1; --slurm requires it. Needs root. State:
 # ${CC_TESTBED_DIR:-/tmp/cc-testbed}. Exit status: 0; 1 failure; 2 bad usage.
@@ -401,7 +401,7 @@ cmd_up() {
 		esac
 		shift
 	done
-	n=${n:-${CC_TESTBED_N:-4}}
+	n=${n:-${CC_TESTBED_N:-8}}
 	[[ $n =~ ^[1-9][0-9]{0,2}$ ]] && [ "$n" -le $MAX_HOSTS ] || usage_error "bad N '$n' (allowed: 1..$MAX_HOSTS hosts)"
 	[[ $slots =~ ^[1-9][0-9]{0,3}$ ]] || usage_error "bad --slots '$slots' (allowed: 1..9999)"
 	check_shaping

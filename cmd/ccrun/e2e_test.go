@@ -1,7 +1,7 @@
 package main
 
-// End-to-end tests: the real ccrun and cc-perf binaries against the SSH testbed (four hosts
-// tb1..tb4 in network namespaces, scripts/testbed.sh). They skip unless TESTBED_DIR names an
+// End-to-end tests: the real ccrun and cc-perf binaries against the SSH testbed (eight hosts
+// tb1..tb8 in network namespaces, scripts/testbed.sh). They skip unless TESTBED_DIR names an
 // up testbed and the test runs as root; scripts/testbed.sh run-e2e brings one up and runs them.
 
 import (
@@ -58,8 +58,8 @@ func needTestbed(t *testing.T) *testbed {
 			t.Fatalf("TESTBED_DIR=%s but the testbed is not up (%v): run scripts/testbed.sh up", dir, err)
 		}
 	}
-	if len(tb.addrs) < 4 {
-		t.Fatalf("TESTBED_HOSTS=%q: the end-to-end tests need 4 hosts or more (scripts/testbed.sh up 4)", os.Getenv("TESTBED_HOSTS"))
+	if len(tb.addrs) < 8 {
+		t.Fatalf("TESTBED_HOSTS=%q: the end-to-end tests need 8 hosts or more (scripts/testbed.sh up 8): the agent tests use tb6..tb8, the CollNet server runs on tb7", os.Getenv("TESTBED_HOSTS"))
 	}
 	if out, err := exec.Command(tb.tool, "status").CombinedOutput(); err != nil {
 		t.Fatalf("TESTBED_DIR=%s but `%s status` failed: %v: %s", dir, tb.tool, err, out)

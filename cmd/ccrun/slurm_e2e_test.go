@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests against the real Slurm of the testbed (scripts/testbed.sh up 4 --slurm:
+// End-to-end tests against the real Slurm of the testbed (scripts/testbed.sh up 8 --slurm:
 // munged, slurmctld and one slurmd per host). They skip unless the testbed is up with Slurm
 // (TESTBED_SLURM=1, SLURM_CONF set) and srun, salloc, sbatch and scancel are installed;
 // scripts/testbed.sh brings the testbed up with Slurm when the packages are there.
@@ -30,7 +30,7 @@ func needSlurm(t *testing.T) *testbed {
 		}
 	}
 	if os.Getenv("TESTBED_SLURM") != "1" || os.Getenv("SLURM_CONF") == "" {
-		t.Skip("the testbed runs no Slurm (TESTBED_SLURM is not 1 or SLURM_CONF is unset): bring it up with `scripts/testbed.sh up 4 --slurm`")
+		t.Skip("the testbed runs no Slurm (TESTBED_SLURM is not 1 or SLURM_CONF is unset): bring it up with `scripts/testbed.sh up 8 --slurm`")
 	}
 	return tb
 }
