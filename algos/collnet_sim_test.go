@@ -26,6 +26,7 @@ type collnetCase struct {
 	channels            int
 	inPlace             bool
 	slots               int
+	inOrder             bool // every rank runs its lanes one after the other (see serialized); the server does not
 }
 
 func (c collnetCase) String() string {
@@ -109,6 +110,12 @@ func runCollNet(c collnetCase) (sim.Stats, error) {
 			for _, l := range s.Links() {
 				if !slices.Contains(allowed, l) {
 					errs = append(errs, fmt.Errorf("channel %d rank %d uses link %v, not among its peers %v", ch, r, l, allowed))
+				}
+			}
+			if c.inOrder {
+				var err error
+				if s, err = serialized(s, c.slots); err != nil {
+					return sim.Stats{}, fmt.Errorf("channel %d rank %d: %w", ch, r, err)
 				}
 			}
 			channels[ch] = append(channels[ch], s)
@@ -295,4 +302,35 @@ func TestCollNetChecksCatch(t *testing.T) {
 	if len(s.Lanes) != 4 {
 		t.Errorf("head 0 of 2: %d lanes, want scatter, reduce, bcast, gather", len(s.Lanes))
 	}
+}
+
+// TestCollNetInOrder: CollNet Direct's lanes, marked InOrder, give exact
+// data when every rank runs them one after the other (the engine's short
+// calls) while the server runs its own schedule, with FIFOs of 8 slots
+// (protocols.NSteps), on counts small enough that every lane fits its
+// FIFOs, as the engine requires (reduce-scatter and all-gather post one
+// message per host on a link, so up to 8 hosts).
+func TestCollNetInOrder(t *testing.T) {
+	var cases []collnetCase
+	for hosts := 1; hosts <= 4; hosts++ {
+		for _, ppn := range []int{1, 2, 3, 4} {
+			topo := algos.BlockTopo(hosts, ppn)
+			for i, count := range []int64{1, int64(ppn) + 1, 3 * int64(ppn)} {
+				k := hosts + ppn + i
+				for _, coll := range []algos.Coll{algos.AllReduce, algos.ReduceScatter, algos.AllGather} {
+					heads, red := 0, treeReductions[k%len(treeReductions)]
+					switch coll {
+					case algos.AllReduce:
+						heads = []int{1, 2, 0}[k%3]
+					case algos.AllGather:
+						red = copyOnly
+					}
+					cases = append(cases, collnetCase{coll: coll, topo: topo, heads: heads, count: count, chunk: 1 << 14,
+						align: 1, red: red, channels: 1, inPlace: i == 1,
+						slots: 8, inOrder: true})
+				}
+			}
+		}
+	}
+	runAll(t, cases, func(c collnetCase) error { _, err := runCollNet(c); return err })
 }

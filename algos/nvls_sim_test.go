@@ -30,6 +30,10 @@ type nvlsCase struct {
 	inPlace  bool
 	slots    int
 	direct   bool // registered buffers (algos.Args.Direct)
+	// inOrder runs every rank's lanes one after the other, lane 0 first,
+	// as the engine runs a schedule marked InOrder (see serialized); a
+	// schedule the engine would not run so fails the case.
+	inOrder bool
 }
 
 func (c nvlsCase) String() string {
@@ -94,6 +98,12 @@ func runNvls(c nvlsCase) (sim.Stats, error) {
 			a := &algos.Args{Rank: r, Topo: c.topo, Count: c.count, Part: p, ElemSize: c.elemSize, Direct: c.direct}
 			s := row.Gen(a)
 			errs = append(errs, linksAmong(ch, r, s, row.Peers(a)))
+			if c.inOrder {
+				var err error
+				if s, err = serialized(s, c.slots); err != nil {
+					return sim.Stats{}, fmt.Errorf("channel %d rank %d: %w", ch, r, err)
+				}
+			}
 			channels[ch] = append(channels[ch], s)
 		}
 	}
@@ -318,4 +328,55 @@ func TestNvlsUnavailable(t *testing.T) {
 			t.Errorf("%dx%d tree=%v: got %q, want %q", c.topo.NHosts(), c.topo.MaxPerHost(), c.tree, got, c.want)
 		}
 	}
+}
+
+// serialized returns s with its lanes run one after the other, lane 0
+// first, as one lane without waits: what the engine does with a schedule
+// marked InOrder (runtime/engine/inorder.go) when every wait names a lower
+// lane and no lane posts more messages on one link than its FIFO's slots.
+// It fails where the engine would run the lanes concurrently instead.
+func serialized(s algos.Schedule, slots int) (algos.Schedule, error) {
+	if !s.InOrder {
+		return s, errors.New("the schedule is not marked InOrder")
+	}
+	var ops []algos.Op
+	for l, lane := range s.Lanes {
+		for _, w := range lane.Waits {
+			if w.Lane >= l {
+				return s, fmt.Errorf("lane %d waits for lane %d, not a lower one", l, w.Lane)
+			}
+		}
+		sent := map[algos.Link]int{}
+		for i := range lane.Ops {
+			op := &lane.Ops[i]
+			for k := range op.NumSends() {
+				link := algos.Link{Peer: op.SendPeer(k), Conn: op.Conn, Send: true}
+				if sent[link]++; sent[link] > slots {
+					return s, fmt.Errorf("lane %d posts more than %d messages on %v", l, slots, link)
+				}
+			}
+		}
+		ops = append(ops, lane.Ops...)
+	}
+	return algos.Schedule{Lanes: []algos.Lane{{Ops: ops}}}, nil
+}
+
+// TestNvlsInOrder: single-host NVLS's lanes, marked InOrder, give exact
+// data when every rank runs them one after the other (the engine's short
+// calls), with FIFOs of 8 slots (protocols.NSteps) and of 2: no rank's
+// lower lane waits for a higher lane of another rank, so in-order ranks
+// cannot wait on each other in a cycle. Counts are small enough that every
+// lane fits its FIFOs, as the engine requires.
+func TestNvlsInOrder(t *testing.T) {
+	var cases []nvlsCase
+	for _, n := range []int{2, 3, 4, 5, 8, 17, 64} {
+		for _, coll := range []algos.Coll{algos.ReduceScatter, algos.AllReduce, algos.AllGather} {
+			for i, count := range []int64{1, int64(n) + 1, 4 * int64(n)} {
+				cases = append(cases, nvlsCase{algo: algos.NVLS, coll: coll, topo: algos.BlockTopo(1, n), count: count,
+					chunk: 16384, align: 1, elemSize: 8, red: treeReductions[(n+i)%len(treeReductions)], channels: 1,
+					inPlace: i == 1, slots: []int{8, 2}[i%2], inOrder: true})
+			}
+		}
+	}
+	runNvlsCases(t, cases)
 }
