@@ -211,6 +211,7 @@ func nvlsAllReduce(rank int, t *Topo, p Part, elemSize int, direct bool) Schedul
 			s.Lanes = append(s.Lanes, Lane{Ops: dn, Waits: downAfterUp(len(dn), 0)})
 		}
 		s.Lanes = append(s.Lanes, Lane{Ops: gather})
+		s.InOrder = t.NHosts() == 1 // load-reduce and multicast, then the gather
 		return s
 	}
 	s := Schedule{Lanes: []Lane{{Ops: scatter}, {Ops: up}}}

@@ -336,6 +336,9 @@ func TestNvlsUnavailable(t *testing.T) {
 // lane and no lane posts more messages on one link than its FIFO's slots.
 // It fails where the engine would run the lanes concurrently instead.
 func serialized(s algos.Schedule, slots int) (algos.Schedule, error) {
+	if len(s.Lanes) == 1 && len(s.Lanes[0].Waits) == 0 {
+		return s, nil // one lane runs in order anyway
+	}
 	if !s.InOrder {
 		return s, errors.New("the schedule is not marked InOrder")
 	}
@@ -363,7 +366,7 @@ func serialized(s algos.Schedule, slots int) (algos.Schedule, error) {
 
 // TestNvlsInOrder: single-host NVLS's lanes, marked InOrder, give exact
 // data when every rank runs them one after the other (the engine's short
-// calls), with FIFOs of 8 slots (protocols.NSteps) and of 2: no rank's
+// calls), staged and registered (direct), with FIFOs of 8 slots (protocols.NSteps) and of 2: no rank's
 // lower lane waits for a higher lane of another rank, so in-order ranks
 // cannot wait on each other in a cycle. Counts are small enough that every
 // lane fits its FIFOs, as the engine requires.
@@ -375,6 +378,10 @@ func TestNvlsInOrder(t *testing.T) {
 				cases = append(cases, nvlsCase{algo: algos.NVLS, coll: coll, topo: algos.BlockTopo(1, n), count: count,
 					chunk: 16384, align: 1, elemSize: 8, red: treeReductions[(n+i)%len(treeReductions)], channels: 1,
 					inPlace: i == 1, slots: []int{8, 2}[i%2], inOrder: true})
+				// Registered buffers (the direct path), every count on every n.
+				cases = append(cases, nvlsCase{algo: algos.NVLS, coll: coll, topo: algos.BlockTopo(1, n), count: count,
+					chunk: 16384, align: 1, elemSize: 8, red: treeReductions[(n+i+1)%len(treeReductions)], channels: 1,
+					inPlace: i != 1, slots: []int{2, 8}[i%2], direct: true, inOrder: true})
 			}
 		}
 	}
