@@ -106,12 +106,7 @@ func runCollNet(c collnetCase) (sim.Stats, error) {
 		for r := range n {
 			a := &algos.Args{Rank: r, Topo: c.topo, Count: size, Part: p, ElemSize: 8, CollNetHeads: c.heads}
 			s := row.Gen(a)
-			allowed := row.Peers(a)
-			for _, l := range s.Links() {
-				if !slices.Contains(allowed, l) {
-					errs = append(errs, fmt.Errorf("channel %d rank %d uses link %v, not among its peers %v", ch, r, l, allowed))
-				}
-			}
+			errs = append(errs, linksAmong(ch, r, s, row.Peers(a)))
 			if c.inOrder {
 				var err error
 				if s, err = serialized(s, c.slots); err != nil {

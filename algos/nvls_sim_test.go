@@ -41,8 +41,8 @@ func (c nvlsCase) String() string {
 	if c.inPlace {
 		place = "in place"
 	}
-	return fmt.Sprintf("%s %s hosts=%dx%d count=%d chunk=%d align=%d esize=%d %s channels=%d %s slots=%d direct=%v",
-		c.algo, c.coll, c.topo.NHosts(), c.topo.MaxPerHost(), c.count, c.chunk, c.align, c.elemSize, c.red.name, c.channels, place, c.slots, c.direct)
+	return fmt.Sprintf("%s %s hosts=%dx%d count=%d chunk=%d align=%d esize=%d %s channels=%d %s slots=%d direct=%v inorder=%v",
+		c.algo, c.coll, c.topo.NHosts(), c.topo.MaxPerHost(), c.count, c.chunk, c.align, c.elemSize, c.red.name, c.channels, place, c.slots, c.direct, c.inOrder)
 }
 
 // runNvls simulates c and checks every element of every buffer, that
