@@ -29,8 +29,13 @@ func (c Coll) String() string {
 }
 
 // Algo is a collective algorithm: NCCL's seven in NCCL's order
-// (NCCL_ALGO_TREE .. NCCL_ALGO_PAT), then our extension CTRing, the CTRAN
-// ring all-reduce of seed 002.
+// (NCCL_ALGO_TREE .. NCCL_ALGO_PAT), then our extensions: CTRing, the CTRAN
+// ring all-reduce of seed 002; OneShot, the flat shared-memory collectives
+// of one host (every rank reads every rank's slot); RecDbl, the log-step
+// family between hosts (recursive doubling all-reduce and all-gather,
+// recursive halving reduce-scatter, Bruck for other rank counts); and
+// Rabenseifner, recursive-halving reduce-scatter then recursive-doubling
+// all-gather (shared/reference/small-message-algorithms.md).
 type Algo int
 
 // The algorithms.
@@ -43,12 +48,15 @@ const (
 	NVLSTree
 	PAT
 	CTRing
+	OneShot
+	RecDbl
+	Rabenseifner
 
 	// NumAlgos is the number of algorithms.
-	NumAlgos = int(CTRing) + 1
+	NumAlgos = int(Rabenseifner) + 1
 )
 
-var algoNames = [NumAlgos]string{"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "CTRing"}
+var algoNames = [NumAlgos]string{"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "CTRing", "OneShot", "RecDbl", "Rabenseifner"}
 
 // String returns NCCL's name of the algorithm, e.g. "CollNetDirect".
 func (a Algo) String() string {

@@ -66,7 +66,10 @@ var (
 		algos.NVLS:          "nvls",
 		algos.NVLSTree:      "nvls_tree",
 		algos.PAT:           "pat",
-		algos.CTRing:        "ctring", // ours; NCCL's plugin does not know it
+		algos.CTRing:        "ctring", // ours, as are the three below; NCCL's plugin does not know them
+		algos.OneShot:       "oneshot",
+		algos.RecDbl:        "recdbl",
+		algos.Rabenseifner:  "rabenseifner",
 	}
 	protoNames = [protocols.NumProtos]string{
 		protocols.LL:     "ll",

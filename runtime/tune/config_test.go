@@ -3,6 +3,7 @@ package tune
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -135,9 +136,9 @@ func TestParseErrors(t *testing.T) {
 		{"collective -1", "-1,0,10,ring,simple,-1,-1,-1",
 			`collective_type "-1" unknown, want one of broadcast, reduce, allgather, reducescatter, allreduce`},
 		{"algorithm", "allreduce,0,10,rings,simple,-1,-1,-1",
-			`algorithm "rings" unknown, want -1 (keep the model's) or one of tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat, ctring`},
+			`algorithm "rings" unknown, want -1 (keep the model's) or one of tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat, ctring, oneshot, recdbl, rabenseifner`},
 		{"algorithm quoted", `allreduce,0,10,"ring",simple,-1,-1,-1`,
-			`algorithm "\"ring\"" unknown, want -1 (keep the model's) or one of tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat, ctring`},
+			`algorithm "\"ring\"" unknown, want -1 (keep the model's) or one of tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat, ctring, oneshot, recdbl, rabenseifner`},
 		{"protocol", "allreduce,0,10,ring,ll64,-1,-1,-1",
 			`protocol "ll64" unknown, want -1 (keep the model's) or one of ll, ll128, simple`},
 		{"min_bytes word", "allreduce,abc,10,ring,simple,-1,-1,-1",
@@ -351,7 +352,7 @@ func TestWriteRefusesBadRows(t *testing.T) {
 		{"negative min", func(r *ConfigRow) { r.MinBytes = -1 }, "sizes -1..10 invalid, want 0 <= min_bytes <= max_bytes"},
 		{"min > max", func(r *ConfigRow) { r.MinBytes = 11 }, "sizes 11..10 invalid, want 0 <= min_bytes <= max_bytes"},
 		{"algo", func(r *ConfigRow) { r.Algo = -2 }, "algorithm Algo(-2) unknown"},
-		{"algo high", func(r *ConfigRow) { r.Algo = algos.Algo(algos.NumAlgos) }, "algorithm Algo(8) unknown"},
+		{"algo high", func(r *ConfigRow) { r.Algo = algos.Algo(algos.NumAlgos) }, fmt.Sprintf("algorithm Algo(%d) unknown", algos.NumAlgos)},
 		{"proto", func(r *ConfigRow) { r.Proto = 3 }, "protocol Proto(3) unknown"},
 		{"channels", func(r *ConfigRow) { r.Channels = 0 }, "channels 0 invalid, want -1 (keep the default) or 1..64"},
 		{"nNodes", func(r *ConfigRow) { r.NNodes = 0 }, "nNodes 0 invalid, want -1 (any) or 1..2147483647"},

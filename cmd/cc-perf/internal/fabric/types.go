@@ -1,0 +1,99 @@
+// Package fabric judges a cluster from pairwise measurements: which host,
+// which direction of a host, or which link is slow, lossy or dead. It is
+// the pure core of `cc-perf fabric` (issue 21, study
+// shared/reference/cluster-acceptance.md): schedules (which hosts meet in
+// which round), the judge (host scores, modified z, verdicts), the
+// baseline file, and the writers of the table and the JSON record. It has
+// no sockets, clocks or goroutines: the runner (package fabric/measure)
+// measures what a Plan asks for and hands the Measurements back.
+//
+// Vocabulary: a host is one rank of the job (one rank per host); a test is
+// one pair (or one group, for bisect) measured together; a round is a set
+// of tests that run at the same time, each host in at most one test
+// (directed rounds: at most one send and one receive); ratio is a
+// measured bandwidth over the reference; a host's score is the median
+// ratio over its own tests.
+package fabric
+
+// Host is one host of the run. Index i of a []Host is host i in every
+// Test, Measurement and verdict; hosts are in the job's rank order.
+type Host struct {
+	Name   string `json:"name"`              // hostname as the rank reports it
+	Addr   string `json:"addr"`              // the address its rank bootstrapped from
+	Rank   int    `json:"rank"`              // its rank in the job
+	BootID string `json:"boot_id,omitempty"` // /proc/sys/kernel/random/boot_id
+}
+
+// Test is one measurement a round asks for: the pair A, B (A sends to B
+// only when Dir), or, for bisect, the group of hosts in Group (A = B = -1)
+// running one collective together.
+type Test struct {
+	A     int   `json:"a"`
+	B     int   `json:"b"`
+	Dir   bool  `json:"dir,omitempty"`
+	Group []int `json:"group,omitempty"`
+}
+
+// Phase names why a round runs.
+type Phase string
+
+// The phases of a run.
+const (
+	PhaseSchedule Phase = "schedule" // the schedule's own rounds
+	PhaseConfirm  Phase = "confirm"  // suspects against known-good partners
+	PhaseRetest   Phase = "retest"   // a suspect link measured again
+	PhaseBisect   Phase = "bisect"   // a group of hosts of the bisection
+)
+
+// Round is a set of tests run at once; no host is in two tests (directed
+// rounds: no host sends twice or receives twice).
+type Round struct {
+	Index int    `json:"i"` // 0, 1, ... over the whole run
+	Phase Phase  `json:"phase"`
+	Tests []Test `json:"tests"`
+}
+
+// Status is how one test ended.
+type Status string
+
+// Test outcomes.
+const (
+	StatusOK      Status = "ok"
+	StatusTimeout Status = "timeout" // --pair-timeout expired; that pair's communicator was aborted
+	StatusError   Status = "error"   // wrong data (-c) or a runtime error confined to the pair
+)
+
+// Measurement is the result of one Test in one round.
+type Measurement struct {
+	Round int   `json:"round"` // Round.Index
+	Phase Phase `json:"phase"`
+	Test
+	// Bandwidth at the bandwidth size: Bytes per direction per
+	// iteration, the median iteration time (the slower of the two ranks),
+	// and GBps = Bytes / TMedUS / 1e3 (1e9 bytes per second).
+	Bytes  int64   `json:"bytes"`
+	Iters  int     `json:"iters"`
+	TMedUS float64 `json:"t_med_us"`
+	GBps   float64 `json:"gbps"`
+	// Latency at the latency size (LatBytes 0: not measured): the median
+	// iteration time.
+	LatBytes int64   `json:"lat_bytes,omitempty"`
+	LatIters int     `json:"lat_iters,omitempty"`
+	LatUS    float64 `json:"lat_us,omitempty"`
+	Status   Status  `json:"status"`
+	Err      string  `json:"err,omitempty"`
+}
+
+// Counters are one host's counter deltas over one round (--counters):
+// TCP RetransSegs from /proc/net/snmp and the interface's
+// /sys/class/net/IF/statistics/{rx,tx}_{errors,dropped}.
+type Counters struct {
+	Host        int    `json:"host"`
+	Round       int    `json:"round"`
+	Iface       string `json:"iface,omitempty"`
+	RetransSegs uint64 `json:"retrans_segs"`
+	RxErrors    uint64 `json:"rx_errors"`
+	TxErrors    uint64 `json:"tx_errors"`
+	RxDropped   uint64 `json:"rx_dropped"`
+	TxDropped   uint64 `json:"tx_dropped"`
+}
