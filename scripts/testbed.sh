@@ -474,7 +474,7 @@ cmd_status() {
 		fi
 		holder=$(holder_pid "$k") && holder="pid $holder" || holder=dead
 		sshd=$(sshd_pid "$k") && sshd="pid $sshd" || sshd=dead
-		! timeout 1 bash -c "exec 3<>/dev/tcp/$NET.$k/22" 2>/dev/null || port=open
+		! timeout 5 bash -c "exec 3<>/dev/tcp/$NET.$k/22" 2>/dev/null || port=open
 		[ "$ns" != missing ] && [ "$link" = up ] && [ "$holder" != dead ] && [ "$sshd" != dead ] && [ "$port" = open ] || bad=1
 		printf '%-5s %-12s %-6s %-5s %-11s %-11s %-6s %s\n' "tb$k" "$NET.$k" "$ns" "$link" "$holder" "$sshd" "$port" "$(shaping "$k")"
 	done

@@ -239,17 +239,34 @@ func (c *Client) collective(ctx context.Context, o op, data []byte) ([][]byte, e
 		c.fail(&RootLostError{Addr: c.addr, Err: fmt.Errorf("send %s round %d: %w", o, rnd, err)})
 		c.conn.Close() // the stream may hold half a message; end the read loop too
 	}
+	if testHookRoundSent != nil {
+		testHookRoundSent(c)
+	}
+	var cause error
 	select {
 	case parts := <-ch:
 		return parts, nil
 	case <-c.done:
-		c.unwait(rnd)
-		return nil, fmt.Errorf("bootstrap %s round %d: %w", o, rnd, c.Err())
+		cause = c.Err()
 	case <-ctx.Done():
-		c.unwait(rnd)
-		return nil, fmt.Errorf("bootstrap %s round %d: %w", o, rnd, context.Cause(ctx))
+		cause = context.Cause(ctx)
 	}
+	// The read loop hands the result over before it closes done, so a
+	// round that completed before the root hung up (a rank that failed
+	// right after it) returns its result: which error a rank reports must
+	// not depend on which ready case select happened to take.
+	select {
+	case parts := <-ch:
+		return parts, nil
+	default:
+	}
+	c.unwait(rnd)
+	return nil, fmt.Errorf("bootstrap %s round %d: %w", o, rnd, cause)
 }
+
+// testHookRoundSent, when set by a test, runs after a rank has sent its
+// part of a round and before it waits for the result.
+var testHookRoundSent func(c *Client)
 
 func (c *Client) unwait(rnd uint64) {
 	c.mu.Lock()

@@ -323,3 +323,35 @@ func TestMissingSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundDoneBeforeRootLost: a round whose result reached a rank before
+// the root hung up returns that result, however late the rank looks at it.
+// Rank 1 looks only once the root is gone, when both the result and the
+// loss are ready: without preferring the result it would report the root
+// lost about half the time (comm's TestCollNetForcedUnavailable saw this
+// when rank 0, which hosts the root, failed Init right after a round).
+func TestRoundDoneBeforeRootLost(t *testing.T) {
+	for i := range 20 {
+		tr := startRoot(t, 2)
+		clients := joinAll(t, tr.Addr(), 2)
+		testHookRoundSent = func(c *Client) {
+			if c == clients[1] {
+				<-c.Done()
+			}
+		}
+		guard := ctxGuard(t)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := clients[1].AllGather(guard, []byte("one"))
+			errc <- err
+		}()
+		if _, err := clients[0].AllGather(guard, []byte("zero")); err != nil {
+			t.Fatalf("try %d: rank 0: %v", i, err)
+		}
+		tr.Close()
+		if err := <-errc; err != nil {
+			t.Fatalf("try %d: rank 1: %v, want the round's result (it arrived before the root closed)", i, err)
+		}
+		testHookRoundSent = nil
+	}
+}
