@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seed-760dd1f1/cc/launch/sshspawn"
+	"github.com/seed-760dd1f1/cc/runtime/transport/shm"
 )
 
 // Spec is one rank to start.
@@ -364,6 +365,10 @@ func (p *localProc) Wait() Exit {
 	err := p.cmd.Wait()
 	p.lifeline.Close()
 	p.watcher.Wait()
+	// The rank's process group is gone: remove what it left in shared
+	// memory (the pool files of a rank killed before MemFree) now, not at
+	// the next job's start.
+	shm.CleanStale(shmDir, nil)
 	p.closeStdin()
 	copied := make(chan struct{})
 	go func() {
@@ -392,3 +397,6 @@ func (p *localProc) Wait() Exit {
 }
 
 var _ Spawner = Local{}
+
+// shmDir is where ranks keep their shared memory.
+const shmDir = "/dev/shm"

@@ -6,7 +6,8 @@ package comm
 // MemAlloc gives a buffer that lives in a file of its own in /dev/shm (the
 // process's pool: one file per allocation, named from the pid, a random
 // per-process token and a counter, fallocate'd so that a full /dev/shm is
-// an error, never a SIGBUS). Register makes such a buffer known to a
+// an error, never a SIGBUS; a header page records the creator, so that
+// shm.CleanStale removes the file of a process killed before MemFree). Register makes such a buffer known to a
 // communicator. When every local rank of an NVLS call (NVLS, or NVLS_TREE
 // inside each host) calls with a registered send buffer, the ranks of the
 // host map each other's pools (once; the mappings are cached) and the heads
@@ -48,7 +49,9 @@ type allocation struct {
 }
 
 // poolName is the file name, in shmDir, of the pool allocation id.
-func poolName(id [3]uint64) string { return fmt.Sprintf("cc-mem-%d-%016x-%d", id[0], id[1], id[2]) }
+func poolName(id [3]uint64) string {
+	return fmt.Sprintf("%s%d-%016x-%d", shm.PoolPrefix, id[0], id[1], id[2])
+}
 
 // MemAlloc returns size bytes of zeroed memory that local peers can map:
 // the only memory Register accepts (ncclMemAlloc). Cost: a file in
@@ -80,7 +83,9 @@ func MemAlloc(size int) ([]byte, error) {
 	return mem[:size:size], nil
 }
 
-// mapPool creates the file path of size bytes, reserves its pages and maps it.
+// mapPool creates the pool file path for size bytes, reserves its pages,
+// records this process as its creator (shm.WritePoolHeader, so that a
+// sweep removes it if the process dies without MemFree) and maps its data.
 func mapPool(path string, size int64) ([]byte, error) {
 	pages := (size + 4095) / 4096 * 4096
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
@@ -88,11 +93,15 @@ func mapPool(path string, size int64) ([]byte, error) {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	if err := unix.Fallocate(fd, 0, 0, pages); err != nil {
+	if err := unix.Fallocate(fd, 0, 0, shm.PoolHeader+pages); err != nil {
 		unix.Unlink(path)
 		return nil, fmt.Errorf("reserve %d bytes in %s: %w (free space in %s, or allocate less)", pages, path, err, filepath.Dir(path))
 	}
-	mem, err := unix.Mmap(fd, 0, int(pages), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err := shm.WritePoolHeader(fd); err != nil {
+		unix.Unlink(path)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	mem, err := unix.Mmap(fd, shm.PoolHeader, int(pages), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Unlink(path)
 		return nil, fmt.Errorf("map %s: %w", path, err)
@@ -242,7 +251,7 @@ func (c *Comm) peerPool(d shm.Desc) ([]byte, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	mem, err := unix.Mmap(fd, 0, int(d.Size), unix.PROT_READ, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, shm.PoolHeader, int(d.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}

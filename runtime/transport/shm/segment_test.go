@@ -354,6 +354,21 @@ func fakeSegment(t *testing.T, dir, name string, owners [][3]uint64) {
 	}
 }
 
+// fakePool writes a pool file whose header records owner (pid, start,
+// pid namespace).
+func fakePool(t *testing.T, dir, name string, owner [3]uint64) {
+	t.Helper()
+	b := make([]byte, 2*PoolHeader)
+	ne := binary.NativeEndian
+	ne.PutUint64(b[pMagic:], poolMagic)
+	ne.PutUint64(b[pOwner+oPid:], owner[0])
+	ne.PutUint64(b[pOwner+oStart:], owner[1])
+	ne.PutUint64(b[pOwner+oPidNS:], owner[2])
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCleanStale(t *testing.T) {
 	dir := t.TempDir()
 	me, err := readSelf()
@@ -382,10 +397,28 @@ func TestCleanStale(t *testing.T) {
 	fakeSegment(t, dir, namePrefix+"two-dead", [][3]uint64{{uint64(kids[0].cmd.Process.Pid), 1, ns}, {0, 0, 0}})
 	fakeSegment(t, dir, namePrefix+"half-alive", [][3]uint64{{uint64(kids[0].cmd.Process.Pid), 1, ns}, {uint64(os.Getpid()), me.start, ns}})
 	fakeSegment(t, dir, namePrefix+"other-ns", [][3]uint64{{999999, 1, ns + 1}})
+	// Pool files: one of this process, written as MemAlloc writes them,
+	// and fakes of a dead creator, a reused pid and another namespace.
+	livePool := PoolPrefix + "live"
+	fd, err := unix.Open(filepath.Join(dir, livePool), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Ftruncate(fd, 2*PoolHeader); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePoolHeader(fd); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	fakePool(t, dir, PoolPrefix+"dead", [3]uint64{uint64(kids[0].cmd.Process.Pid), 1, ns})
+	fakePool(t, dir, PoolPrefix+"reused-pid", [3]uint64{uint64(os.Getpid()), me.start + 1, ns})
+	fakePool(t, dir, PoolPrefix+"other-ns", [3]uint64{999999, 1, ns + 1})
 	for _, f := range []struct {
 		name  string
 		mtime time.Time
-	}{{namePrefix + "headerless-new", time.Now()}, {namePrefix + "headerless-old", old}, {"not-ours", old}} {
+	}{{namePrefix + "headerless-new", time.Now()}, {namePrefix + "headerless-old", old}, {"not-ours", old},
+		{PoolPrefix + "headerless-new", time.Now()}, {PoolPrefix + "headerless-old", old}} {
 		p := filepath.Join(dir, f.name)
 		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
@@ -399,8 +432,10 @@ func TestCleanStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRemoved := []string{crashed, namePrefix + "headerless-old", namePrefix + "reused-pid", namePrefix + "two-dead"}
-	wantKept := []string{live, namePrefix + "half-alive", namePrefix + "headerless-new", namePrefix + "other-ns", "not-ours"}
+	wantRemoved := []string{crashed, namePrefix + "headerless-old", namePrefix + "reused-pid", namePrefix + "two-dead",
+		PoolPrefix + "dead", PoolPrefix + "reused-pid", PoolPrefix + "headerless-old"}
+	wantKept := []string{live, namePrefix + "half-alive", namePrefix + "headerless-new", namePrefix + "other-ns", "not-ours",
+		livePool, PoolPrefix + "other-ns", PoolPrefix + "headerless-new"}
 	slices.Sort(removed)
 	slices.Sort(wantRemoved)
 	slices.Sort(wantKept)

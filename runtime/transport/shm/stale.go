@@ -20,11 +20,13 @@ import (
 // an older header-less segment belongs to a creator that died in between.
 const headerGrace = time.Minute
 
-// CleanStale removes the segments in dir that belong to dead jobs and
-// returns their names. A segment is stale when none of the processes
-// recorded in its header is alive (same pid, same start time, not a
-// zombie); a segment whose owners this process cannot judge (another pid
-// namespace) is kept. Open calls it on local rank 0 before creating.
+// CleanStale removes the segments and pool files (PoolPrefix) in dir that
+// belong to dead jobs and returns their names. A segment is stale when
+// none of the processes recorded in its header is alive (same pid, same
+// start time, not a zombie), a pool when its creator is not; a file whose
+// owners this process cannot judge (another pid namespace) is kept. Open
+// calls it on local rank 0 before creating, and launchers call it when a
+// rank has ended, so that what a killed rank leaves is removed with it.
 func CleanStale(dir string, logf func(string, ...any)) ([]string, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -36,7 +38,7 @@ func CleanStale(dir string, logf func(string, ...any)) ([]string, error) {
 	ns := pidNamespace()
 	var removed []string
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), namePrefix) {
+		if !strings.HasPrefix(e.Name(), namePrefix) && !strings.HasPrefix(e.Name(), PoolPrefix) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
@@ -52,11 +54,11 @@ func CleanStale(dir string, logf func(string, ...any)) ([]string, error) {
 		}
 		if err := os.Remove(path); err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
-				logf("shm: cannot remove stale segment %s: %v", path, err)
+				logf("shm: cannot remove stale %s: %v", path, err)
 			}
 			continue
 		}
-		logf("shm: removed stale segment %s: %s", path, why)
+		logf("shm: removed stale %s: %s", path, why)
 		removed = append(removed, e.Name())
 	}
 	return removed, nil
@@ -76,6 +78,9 @@ func examine(path string, ns uint64) (stale bool, why string, err error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return false, "is not a regular file", nil
+	}
+	if strings.HasPrefix(fi.Name(), PoolPrefix) {
+		return examinePool(f, fi, ns)
 	}
 	hdr := make([]byte, hOwners)
 	n, err := f.ReadAt(hdr, 0)
