@@ -77,16 +77,21 @@ func goldenRuns() []goldenRun {
 	}
 }
 
+// play runs and judges g.
+func (g goldenRun) play(t *testing.T) (hosts []Host, rounds []Round, ms []Measurement, cs []Counters, v Verdict) {
+	t.Helper()
+	hosts = testHosts(g.m.n)
+	rounds, ms = run(t, g.cfg, g.m)
+	if g.counters != nil {
+		cs = g.counters(rounds)
+	}
+	return hosts, rounds, ms, cs, Judge(hosts, g.unreachable, ms, cs, g.cfg)
+}
+
 func TestGolden(t *testing.T) {
 	for _, g := range goldenRuns() {
 		t.Run(g.name, func(t *testing.T) {
-			hosts := testHosts(g.m.n)
-			rounds, ms := run(t, g.cfg, g.m)
-			var cs []Counters
-			if g.counters != nil {
-				cs = g.counters(rounds)
-			}
-			v := Judge(hosts, g.unreachable, ms, cs, g.cfg)
+			hosts, rounds, ms, cs, v := g.play(t)
 			var table bytes.Buffer
 			if err := WriteTable(&table, hosts, ms, v); err != nil {
 				t.Fatal(err)
@@ -140,13 +145,7 @@ func TestGoldenVerdicts(t *testing.T) {
 		"quick_timeout":  {[]string{"tb4 timeout"}, true, false, "FAIL 1 host (tb4 timeout)"},
 	}
 	for _, g := range goldenRuns() {
-		hosts := testHosts(g.m.n)
-		rounds, ms := run(t, g.cfg, g.m)
-		var cs []Counters
-		if g.counters != nil {
-			cs = g.counters(rounds)
-		}
-		v := Judge(hosts, g.unreachable, ms, cs, g.cfg)
+		hosts, _, _, _, v := g.play(t)
 		w := want[g.name]
 		if got := accused(hosts, v); !slices.Equal(got, w.accused) || v.Fail != w.fail || v.Degraded != w.degraded || v.Summary != w.summary {
 			t.Errorf("%s: got %q fail %v degraded %v %q, want %q %v %v %q", g.name, got, v.Fail, v.Degraded, v.Summary, w.accused, w.fail, w.degraded, w.summary)

@@ -70,7 +70,7 @@
 // runs of 400, two such hosts in 392; quick: a healthy host accused in 1
 // run of 400, a host at 0.05 (100 Mbit among 1 GB/s pairs is 0.0125)
 // named in 397, at 0.15 in 361; random (3 rounds) and bisect accuse a
-// healthy host in 10 and 8 runs of 400 at that noise, and bisect names a
+// healthy host in 11 and 8 runs of 400 at that noise, and bisect names a
 // host at 0.05 in 336: prefer full, or a quieter run (--max-concurrent 1).
 package fabric
 
