@@ -264,3 +264,25 @@ func TestJudgeLatencyDegraded(t *testing.T) {
 		t.Errorf("got lat-degraded %v degraded %v fail %v accused %q %q, want a degraded latency alone", v.LatDegraded, v.Degraded, v.Fail, accused(hosts, v), v.Summary)
 	}
 }
+
+func TestJudgeUnmeasuredHost(t *testing.T) {
+	// random over 5 hosts in one round leaves one idle: not ok, not
+	// accused.
+	hosts := testHosts(5)
+	cfg := cfgOf("random", func(c *Config) { c.Rounds, c.Seed = 1, 3 })
+	_, ms := run(t, cfg, newModel(5, 0, 1))
+	idle := map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true}
+	for _, m := range ms {
+		delete(idle, m.A)
+		delete(idle, m.B)
+	}
+	if len(idle) != 1 {
+		t.Fatalf("got idle hosts %v, want one", idle)
+	}
+	v := Judge(hosts, nil, ms, nil, cfg)
+	for h := range idle {
+		if got := verdictOf(v, hosts[h].Name); got != VerdictInconclusive || v.Fail || !strings.HasPrefix(v.Summary, "INCONCLUSIVE 1 host ("+hosts[h].Name+")") {
+			t.Errorf("idle %s: got %s, fail %v, %q; want inconclusive, no failure", hosts[h].Name, got, v.Fail, v.Summary)
+		}
+	}
+}
