@@ -57,6 +57,10 @@ type Options struct {
 	// PairTimeout aborts a test's communicator when the test has not
 	// finished by then (0: never); the test ends StatusTimeout.
 	PairTimeout time.Duration
+	// Op is what an undirected pair runs: "sendrecv" (Send and Recv in
+	// one group on both ranks; "" too) or "all_reduce". Directed pairs
+	// send one way; groups all-reduce.
+	Op string
 	// Check verifies every received byte (-c): a wrong one is
 	// StatusError.
 	Check bool

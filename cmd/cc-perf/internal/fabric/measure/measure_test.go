@@ -460,3 +460,18 @@ func TestHostName(t *testing.T) {
 		}
 	}
 }
+
+// TestPairAllReduce: with Op all_reduce a pair all-reduces, checked, GB/s
+// its bus bandwidth (for 2 ranks the algorithm bandwidth).
+func TestPairAllReduce(t *testing.T) {
+	cs := job(t, 4)
+	o := quick()
+	o.Op = "all_reduce"
+	res := mustRun(t, cs, &fixedPlan{rounds: []fabric.Round{pairs(0, 0, 3, 1, 2)}}, o)
+	for _, m := range res.Measurements {
+		checkOK(t, m, o)
+		if want := float64(m.Bytes) / m.TMedUS / 1e3; m.GBps != want {
+			t.Errorf("test %+v: %g GB/s, want %g", m.Test, m.GBps, want)
+		}
+	}
+}

@@ -22,7 +22,8 @@ import (
 //
 //	pair      Send + Recv in one group on both ranks: the slower rank's time
 //	directed  A sends, B receives: B's time (A offers 0)
-//	group     AllReduce: the slowest rank's time; GB/s is busbw
+//	group     AllReduce: the slowest rank's time; GB/s is busbw (and so
+//	          for a pair with Op all_reduce)
 //
 // The statistic is the median of the agreed times.
 
@@ -111,9 +112,9 @@ func newExchange(pc *comm.Comm, t fabric.Test, host int, o Options) *exchange {
 	}
 	x.want = make([]byte, n)
 	switch {
-	case t.Group != nil: // a uint8 sum of every member's pattern
+	case x.reduces(): // a uint8 sum of every member's pattern
 		b := make([]byte, n)
-		for _, h := range t.Group {
+		for _, h := range members(t) {
 			pattern(b, h)
 			for i := range x.want {
 				x.want[i] += b[i]
@@ -125,6 +126,12 @@ func newExchange(pc *comm.Comm, t fabric.Test, host int, o Options) *exchange {
 		pattern(x.want, t.A)
 	}
 	return x
+}
+
+// reduces says whether the test is an all-reduce: a group, or a pair
+// with Op all_reduce.
+func (x *exchange) reduces() bool {
+	return x.t.Group != nil || !x.t.Dir && x.o.Op == "all_reduce"
 }
 
 // pattern fills b with host h's data: byte i is i*7 + h*13 + 1 (mod 256),
@@ -139,7 +146,7 @@ func pattern(b []byte, h int) {
 func (x *exchange) call(n int) error {
 	pc := x.pc
 	switch {
-	case x.t.Group != nil:
+	case x.reduces():
 		return pc.AllReduce(x.send[:n], x.recv[:n], n, reduce.Uint8, reduce.Sum)
 	case x.t.Dir && x.sender:
 		return pc.Send(x.send[:n], n, reduce.Uint8, 1)
@@ -249,7 +256,8 @@ func (x *exchange) gbps(bytes int64, medUS float64) float64 {
 		return 0
 	}
 	bw := float64(bytes) / medUS / 1e3
-	if n := len(x.t.Group); n > 0 {
+	if x.reduces() {
+		n := len(members(x.t))
 		bw *= 2 * float64(n-1) / float64(n)
 	}
 	return bw
