@@ -211,24 +211,17 @@ func checkRound(r fabric.Round, nhosts int) error {
 	return nil
 }
 
-// Share makes rank 0's verdict on the run (nil: go on) every rank's: the
-// other ranks return an error with its message. Every rank calls it, like
-// a collective; what the other ranks pass is ignored.
-func Share(c *comm.Comm, err error) error {
+// Share gives every rank rank 0's refusal of the run ("" to go on): rank
+// 0's problem with a file only it reads becomes every rank's reason to
+// stop. Every rank calls it, like a collective; what the other ranks pass
+// is ignored. The error is the runtime's.
+func Share(c *comm.Comm, refusal string) (string, error) {
 	var msg []byte
-	if c.Rank() == 0 && err != nil {
-		msg = []byte(err.Error())
+	if c.Rank() == 0 {
+		msg = []byte(refusal)
 	}
-	got, berr := broadcast(c, msg)
-	switch {
-	case berr != nil:
-		return berr
-	case c.Rank() == 0:
-		return err
-	case len(got) > 0:
-		return errors.New(string(got))
-	}
-	return nil
+	got, err := broadcast(c, msg)
+	return string(got), err
 }
 
 // broadcast sends rank 0's b to every rank over c's control path: its
