@@ -102,6 +102,9 @@ type Verdict struct {
 	Hosts     []HostVerdict `json:"hosts"` // worst first
 	Links     []LinkVerdict `json:"links"` // worst first
 	Reference Reference     `json:"reference"`
+	// RatioOf is the bandwidth ratios are taken against: the reference's,
+	// or the fleet's median when Degraded.
+	RatioOf float64 `json:"ratio_of"`
 	// Fleet is the median of the tests between hosts that passed: what
 	// --save-baseline saves.
 	Fleet Reference `json:"fleet"`
@@ -129,6 +132,7 @@ func Judge(hosts []Host, unreachable []string, ms []Measurement, cs []Counters, 
 		Schedule:    cfg.Schedule,
 		Tolerance:   cfg.Tolerance,
 		Reference:   a.ref,
+		RatioOf:     num(a.bw.ref),
 		Noise:       a.noise,
 		Noisy:       a.noisy,
 		Degraded:    a.bw.degraded,
