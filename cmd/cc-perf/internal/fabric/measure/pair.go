@@ -48,6 +48,7 @@ type exchange struct {
 	want       []byte // what recv must hold after a call (-c), nil: no check
 	o          Options
 	delay      time.Duration
+	skew       time.Duration
 	stop       <-chan struct{} // closed by the test's timeout
 }
 
@@ -105,6 +106,9 @@ func newExchange(pc *comm.Comm, t fabric.Test, host int, o Options) *exchange {
 		send: make([]byte, n), recv: make([]byte, n)}
 	if o.delay != nil {
 		x.delay = o.delay(host)
+	}
+	if o.skew != nil {
+		x.skew = o.skew(host)
 	}
 	pattern(x.send, host)
 	if !o.Check || x.sender {
@@ -183,6 +187,7 @@ func (x *exchange) series(n int) (iters int, medUS float64, wrong string, err er
 		if err != nil {
 			return 0, 0, "", err
 		}
+		us += float64(x.skew.Nanoseconds()) / 1e3
 		if x.o.corrupt != nil && x.o.corrupt(x.host) {
 			x.recv[n/2]++
 		}
