@@ -18,6 +18,9 @@ type assessment struct {
 	links []linkState
 	noise float64 // MAD/median of the healthy hosts' scores
 	noisy bool
+	// madR, madQ: the MAD of single tests' log bandwidth and inverted
+	// latency ratios (testMAD)
+	madR, madQ float64
 }
 
 // scale is one quantity's reference and gate.
@@ -42,13 +45,22 @@ func (t judged) slow() bool { return t.slowBW || t.slowLat || t.m.Status != Stat
 // gauge is one host's view of one quantity: the ratios of its tests, its
 // score (their median), modified z and whether it is accused.
 type gauge struct {
-	vals       []float64
-	slow       int
-	score      float64 // NaN without values
-	z          float64 // modified z of the score among the hosts' scores
-	cand       bool    // passes the gates: would be accused
-	unsure     bool    // would be accused but the run is too noisy to be sure
-	medLatency float64 // latency gauge: the median latency in us
+	obs        []observation
+	all        []float64 // every test's value
+	plain      float64   // median of all
+	vals       []float64 // the values kept (see keep)
+	outliers   int       // of them, below the gate and beyond the noise (test z below -zmax)
+	score      float64   // NaN without values
+	z          float64   // modified z of the score among the hosts' scores
+	cand       bool      // passes the gates: would be accused
+	unsure     bool      // would be accused but the run is too noisy to be sure
+	medLatency float64   // latency gauge: the median latency in us
+}
+
+// observation is one test as one host's gauge sees it.
+type observation struct {
+	v       float64
+	partner *gauge // the partner's gauge the test counts in
 }
 
 func (g gauge) accused() bool { return g.cand && !g.unsure }
@@ -189,8 +201,9 @@ func (a *assessment) judgeHosts() {
 		if m.Phase == PhaseRetest {
 			continue
 		}
-		for _, i := range []int{m.A, m.B} {
-			h := &a.hosts[i]
+		for _, p := range [][2]int{{m.A, m.B}, {m.B, m.A}} {
+			i, j := p[0], p[1]
+			h, partner := &a.hosts[i], &a.hosts[j]
 			h.tests++
 			switch m.Status {
 			case StatusTimeout:
@@ -203,22 +216,19 @@ func (a *assessment) judgeHosts() {
 			if t.slowBW {
 				h.slow++
 			}
-			h.bw.add(t.r, t.slowBW)
-			if a.cfg.directed() {
-				g := &h.rx
-				if i == m.A {
-					g = &h.tx
-				}
-				g.add(t.r, t.slowBW)
+			h.bw.add(t.r, &partner.bw)
+			switch {
+			case !m.Dir:
+			case i == m.A:
+				h.tx.add(t.r, &partner.rx)
+			default:
+				h.rx.add(t.r, &partner.tx)
 			}
 			if !math.IsNaN(t.q) {
-				h.lat.add(t.q, t.slowLat)
+				h.lat.add(t.q, &partner.lat)
 				lats[i] = append(lats[i], m.LatUS)
 			}
 		}
-	}
-	for i := range a.hosts {
-		a.hosts[i].lat.medLatency = median(lats[i])
 	}
 	gaugeOf := func(pick func(h *hostState) *gauge) []*gauge {
 		gs := make([]*gauge, a.n)
@@ -228,22 +238,43 @@ func (a *assessment) judgeHosts() {
 		return gs
 	}
 	bw := gaugeOf(func(h *hostState) *gauge { return &h.bw })
-	a.gate(bw, a.bw, true)
-	if a.cfg.directed() {
-		a.gate(gaugeOf(func(h *hostState) *gauge { return &h.tx }), a.bw, false)
-		a.gate(gaugeOf(func(h *hostState) *gauge { return &h.rx }), a.bw, false)
-	}
+	tx := gaugeOf(func(h *hostState) *gauge { return &h.tx })
+	rx := gaugeOf(func(h *hostState) *gauge { return &h.rx })
 	lat := gaugeOf(func(h *hostState) *gauge { return &h.lat })
-	a.gate(lat, a.lat, true)
+	for i := range a.hosts {
+		lat[i].medLatency = median(lats[i])
+		for _, g := range []*gauge{bw[i], tx[i], rx[i], lat[i]} {
+			g.plain = median(g.all)
+		}
+	}
+	for i := range a.hosts {
+		bw[i].keep(a.bw.gate)
+		tx[i].keep(a.bw.gate)
+		rx[i].keep(a.bw.gate)
+		lat[i].keep(a.lat.gate)
+	}
+	a.madR, a.madQ = testMAD(bw), testMAD(lat)
+	if a.cfg.directed() {
+		a.madR = testMAD(append(tx, rx...))
+	}
+	a.gate(bw, a.bw, true, a.madR)
+	if a.cfg.directed() {
+		a.gate(tx, a.bw, false, a.madR)
+		a.gate(rx, a.bw, false, a.madR)
+	}
+	a.gate(lat, a.lat, true, a.madQ)
+	accused := make([]bool, a.n)
 	for i := range a.hosts {
 		if g := lat[i]; g.cand && !(g.medLatency > a.cfg.LatFloorUS) {
 			g.cand = false
 		}
+		accused[i] = bw[i].cand || tx[i].cand || rx[i].cand || lat[i].cand
 	}
-	// The noise: the spread of the scores of the hosts not accused.
+	// The noise: the spread (MAD/median) of the scores of the hosts not
+	// accused.
 	var healthy []float64
-	for _, g := range bw {
-		if !g.cand && !math.IsNaN(g.score) {
+	for i, g := range bw {
+		if !accused[i] && !math.IsNaN(g.score) {
 			healthy = append(healthy, g.score)
 		}
 	}
@@ -254,65 +285,183 @@ func (a *assessment) judgeHosts() {
 	for i := range a.hosts {
 		h := &a.hosts[i]
 		for _, g := range []*gauge{&h.bw, &h.tx, &h.rx, &h.lat} {
-			g.unsure = g.cand && a.noisy && !a.clear(*g, a.scaleOf(g, h))
+			g.unsure = g.cand && a.noisy && !a.clear(*g)
 		}
 		h.verdict = a.hostVerdict(h)
 	}
 }
 
-// scaleOf is the scale gauge g of h is judged on.
-func (a *assessment) scaleOf(g *gauge, h *hostState) scale {
-	if g == &h.lat {
-		return a.lat
-	}
-	return a.bw
-}
-
-// add counts one test's ratio (NaN: not measured) in g.
-func (g *gauge) add(v float64, slow bool) {
+// add counts one test's ratio (NaN: not measured) in g; partner is the
+// partner's gauge that the same test counts in.
+func (g *gauge) add(v float64, partner *gauge) {
 	if math.IsNaN(v) {
 		return
 	}
-	g.vals = append(g.vals, v)
-	if slow {
-		g.slow++
-	}
+	g.all = append(g.all, v)
+	g.obs = append(g.obs, observation{v: v, partner: partner})
 }
 
-// gate scores gs and marks the hosts that pass the gates: the vote of
-// quick and bisect (more than half of the host's tests slow), or the
-// score (median ratio) below the ratio gate and, against the fleet, its
-// modified z below -zmax. vote says whether this quantity is voted on in
-// voting schedules.
-func (a *assessment) gate(gs []*gauge, s scale, vote bool) {
-	var scores []float64
-	for _, g := range gs {
-		g.score = median(g.vals)
-		if !math.IsNaN(g.score) {
-			scores = append(scores, g.score)
+// keep sets g's values and score from its tests, leaving out
+// those whose partner is clearly slow (its plain score below gate squared)
+// while one test remains: a test with a slow partner says nothing about
+// this host. Without it, in full with two hosts at 0.15 of eight, every
+// healthy host's median is taken over five fair tests and two slow ones,
+// which spreads the healthy scores enough to hide the slow hosts (on
+// synthetic runs with +-50% noise: 69 of 400 missed).
+func (g *gauge) keep(gate float64) {
+	g.vals = nil
+	for _, o := range g.obs {
+		if !(o.partner.plain < gate*gate) {
+			g.vals = append(g.vals, o.v)
 		}
 	}
-	med := median(scores)
-	dev := mad(scores, med)
+	if len(g.vals) == 0 {
+		g.vals = g.all
+	}
+	g.score = median(g.vals)
+}
+
+// gate scores gs and marks the hosts that pass the gates. A test is an
+// outlier when its ratio is below the ratio gate and beyond the noise of
+// single tests: 0.6745 (ln(ratio) - centre) / max(testDev, MADFloor)
+// below -zmax/sqrt 2, testDev being the MAD of single tests' log ratios
+// (testMAD) and centre the healthy tests' median (testCentre);
+// an accusation takes a majority of at least two such tests, and two
+// independent tests at -zmax/sqrt 2 together are at -zmax (Stouffer).
+//
+// In quick and bisect (vote: a host has 2 to 4 tests) a host passes when
+// more than half its tests are outliers and, against the fleet, its
+// score's modified z is below -zmax. Elsewhere it passes when its score
+// (median ratio) is below the ratio gate and, against the fleet, the
+// score's modified z is below -zmax, or, against a given reference, more
+// than half its tests are outliers: the ratio gate applies against the
+// reference, so a uniformly slow fleet is caught (see reference), but a
+// single host is accused only beyond the noise (with +-50% noise and the
+// ratio gate alone, a healthy host scored below 0.8 of the baseline in 1
+// synthetic run of 3).
+//
+// The modified z is taken on the logarithm of the scores: a slow NIC is a
+// factor, and so is the noise of concurrent tests on shared cores. On a
+// linear scale, hosts whose scores spread from 0.9 to 1.55 (+-50% noise
+// per test, 7 tests each) give a MAD of 0.27, and a host 6.7x slower
+// (score 0.16) reaches only z = -2.1; on the log scale it is below -5.
+// A fraction f of the median on the linear scale is about f on the log
+// scale, so MADFloor keeps its meaning.
+//
+// The median and MAD are those of the hosts that are not clearly slow
+// (plain score at least the gate squared, when 3 are), so that slow hosts
+// do not inflate the MAD they are judged by: with two hosts at 0.15 of
+// eight and +-50% noise, the MAD over all eight scores hid both in 1 run
+// of 12. The MAD is floored at MADFloor and at testDev: a host is accused when
+// its typical test is an outlier against the noise of single tests, not
+// merely when its median is one among medians. Eight medians of seven
+// tests can agree by chance and make a tiny MAD; with +-50% uniform noise
+// per test, the MAD of the scores alone accused a healthy host in 4% of
+// synthetic full runs of 8 hosts (the experiment behind
+// TestJudgeSynthetic, 400 seeds), and a vote over tests below the ratio
+// gate accused a healthy host in 1 quick run of 20 (two tests of four
+// below 0.8 is common at that noise).
+func (a *assessment) gate(gs []*gauge, s scale, vote bool, testDev float64) {
+	var logs, fair []float64
 	for _, g := range gs {
+		if !math.IsNaN(g.score) {
+			logs = append(logs, logRatio(g.score))
+			if !(g.plain < s.gate*s.gate) {
+				fair = append(fair, logRatio(g.score))
+			}
+		}
+	}
+	if len(fair) >= 3 {
+		logs = fair
+	}
+	med := median(logs)
+	dev := mad(logs, med)
+	floor := math.Max(a.cfg.MADFloor, testDev)
+	centre := testCentre(gs, s.gate)
+	for _, g := range gs {
+		g.cand, g.outliers = false, 0
+		for _, v := range g.vals {
+			out := v < s.gate && modZ(logRatio(v), centre, 0, floor) < -a.cfg.ZMax/math.Sqrt2
+			if out {
+				g.outliers++
+			}
+
+		}
 		if math.IsNaN(g.score) {
 			g.z = math.NaN()
 			continue
 		}
-		g.z = modZ(g.score, med, dev, a.cfg.MADFloor*med)
 		if vote && a.cfg.voting() {
-			g.cand = 2*g.slow > len(g.vals)
+			// A median of 2 to 4 tests: the scores' own MAD is their
+			// sampling noise; judge the typical test against single tests'.
+			g.z = modZ(logRatio(g.score), med, 0, floor)
+			g.cand = a.clear(*g) && (s.absolute || g.z < -a.cfg.ZMax)
 		} else {
-			g.cand = g.score < s.gate && (s.absolute || g.z < -a.cfg.ZMax)
+			g.z = modZ(logRatio(g.score), med, dev, floor)
+			g.cand = g.score < s.gate && (g.z < -a.cfg.ZMax || (s.absolute && a.clear(*g)))
 		}
 	}
 }
 
-// clear says whether an accusation stands in a noisy run: the score is
-// below the gate applied twice and its modified z below -zmax, so that
+// testCentre is the median log ratio of the tests kept by the gauges
+// that are not clearly slow (plain score below the gate squared), or of
+// all tests kept if every gauge is: the centre that single tests are
+// outliers from. The ratios are taken against the median of all tests,
+// which slow hosts pull down (two of eight are in 13 of 28 tests), so the
+// healthy tests' own centre is above 0.
+func testCentre(gs []*gauge, gate float64) float64 {
+	var fair, all []float64
+	for _, g := range gs {
+		for _, v := range g.vals {
+			all = append(all, logRatio(v))
+			if !(g.plain < gate*gate) {
+				fair = append(fair, logRatio(v))
+			}
+		}
+	}
+	if len(fair) > 0 {
+		return median(fair)
+	}
+	return median(all)
+}
+
+// logRatio is the natural log of a ratio, a ratio below 1/1000 counting
+// as 1/1000 (a host whose tests timed out has score 0).
+func logRatio(r float64) float64 { return math.Log(math.Max(r, 1e-3)) }
+
+// testMAD is the MAD of single tests' log ratios, estimated within
+// hosts: the median, over every two tests kept by one gauge (see keep), of
+// the difference of their log values, over sqrt 2 (for normal noise
+// median|x1 - x2| is sqrt 2 times the MAD). A slow host's own tests are
+// slow alike and tests with a clearly slow partner are left out, so faults
+// do not inflate it, as they inflate the MAD over all tests at once (two
+// slow hosts of eight are in 13 of the 28 tests of full). Differences
+// need no centre: the median of each host's MAD around its own median of
+// 7 tests came out at 0.75 of the noise's MAD on synthetic runs, and 1 in
+// 100 at 0.4 of it, which accused healthy hosts. The estimate is raised
+// by 1/sqrt(m) of itself for m differences, about its standard error, so
+// that few tests (quick, random, bisect: 8 to 30 differences) make the
+// judge more careful, never bolder. NaN without a gauge of 2 values.
+func testMAD(gs []*gauge) float64 {
+	var diffs []float64
+	for _, g := range gs {
+		for i := range g.vals {
+			for j := range i {
+				diffs = append(diffs, math.Abs(logRatio(g.vals[i])-logRatio(g.vals[j])))
+			}
+		}
+	}
+	if len(diffs) == 0 {
+		return math.NaN()
+	}
+	return median(diffs) / math.Sqrt2 * (1 + 1/math.Sqrt(float64(len(diffs))))
+}
+
+// clear says whether an accusation stands in a noisy run: more than half
+// the host's tests are outliers beyond the noise of single tests, so that
 // noise alone cannot have made it.
-func (a *assessment) clear(g gauge, s scale) bool {
-	return g.score < s.gate*s.gate && g.z < -a.cfg.ZMax
+func (a *assessment) clear(g gauge) bool {
+	return 2*g.outliers > len(g.vals)
 }
 
 // hostVerdict words h's state, the worst reading first.

@@ -91,7 +91,7 @@ func writeLinks(b *strings.Builder, v Verdict) {
 	}
 	var parts []string
 	for _, l := range v.Links {
-		s := fmt.Sprintf("%s %.2f %s", linkName(l), l.Ratio, l.Verdict)
+		s := fmt.Sprintf("%s %.2f z %.1f %s", linkName(l), l.Ratio, l.ModZ, l.Verdict)
 		switch {
 		case l.Confirmed:
 			s += " (confirmed by a retest)"
