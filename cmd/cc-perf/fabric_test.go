@@ -32,8 +32,7 @@ func fabricProcs(t *testing.T, n int, ownHosts bool, args ...string) []result {
 	var wg sync.WaitGroup
 	for rank := range n {
 		wg.Go(func() {
-			env := []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(n),
-				"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", root}
+			env := torchrunEnv(rank, n, root)
 			if ownHosts {
 				env = append(env, fmt.Sprintf("CC_HOST_ID=h%d", rank))
 			}

@@ -281,15 +281,7 @@ func TestPairTimeout(t *testing.T) {
 	if len(res.Measurements) != 4 {
 		t.Fatalf("%d measurements, want 4", len(res.Measurements))
 	}
-	for _, m := range res.Measurements {
-		if m.A != 3 && m.B != 3 {
-			checkOK(t, m, o)
-			continue
-		}
-		if m.Status != fabric.StatusTimeout || !strings.Contains(m.Err, "--pair-timeout 3s") {
-			t.Errorf("test %+v: status %s %q, want timeout", m.Test, m.Status, m.Err)
-		}
-	}
+	checkHost(t, res, o, 3, fabric.StatusTimeout, "not finished within --pair-timeout 3s")
 	for _, c := range cs {
 		if err := c.Err(); err != nil {
 			t.Errorf("the job's communicator failed: %v", err)
@@ -304,13 +296,20 @@ func TestWrongData(t *testing.T) {
 	o := quick()
 	o.corrupt = func(h int) bool { return h == 1 }
 	res := mustRun(t, cs, &fixedPlan{rounds: []fabric.Round{pairs(0, 0, 1, 2, 3)}}, o)
+	checkHost(t, res, o, 1, fabric.StatusError, "wrong data: host 1 received byte 32768 of 65536")
+}
+
+// checkHost checks that every test of host ended status with an error
+// containing msg, and every other test ok.
+func checkHost(t *testing.T, res *Result, o Options, host int, status fabric.Status, msg string) {
+	t.Helper()
 	for _, m := range res.Measurements {
-		if m.A != 1 && m.B != 1 {
+		if m.A != host && m.B != host {
 			checkOK(t, m, o)
 			continue
 		}
-		if m.Status != fabric.StatusError || !strings.Contains(m.Err, "wrong data: host 1 received byte 32768 of 65536") {
-			t.Errorf("test %+v: status %s %q, want error naming host 1 and the byte", m.Test, m.Status, m.Err)
+		if m.Status != status || !strings.Contains(m.Err, msg) {
+			t.Errorf("test %+v: status %s %q, want %s %q", m.Test, m.Status, m.Err, status, msg)
 		}
 	}
 }
