@@ -107,11 +107,23 @@ type report struct {
 // the job calls it, one rank per host, nhosts ranks). On rank 0, onRound
 // (nil: none) sees each round with what it measured, after the round; an
 // error from it ends the run on every rank. Rank 0's Result holds every
-// measurement; the other ranks' is empty.
+// measurement; the other ranks' is empty. The end of ctx ends the run on
+// every rank (the job is aborted), with ctx's cause.
 func Run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(fabric.Round, *Result) error) (*Result, error) {
+	res, err := run(ctx, c, nhosts, o, onRound)
+	if err != nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	return res, err
+}
+
+func run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(fabric.Round, *Result) error) (*Result, error) {
 	if c.NRanks() != nhosts {
 		return nil, fmt.Errorf("rank %d: %d ranks for %d hosts: want one rank per host", c.Rank(), c.NRanks(), nhosts)
 	}
+	// The end of ctx (a signal) aborts the job, and so every rank's run.
+	stop := context.AfterFunc(ctx, func() { c.Abort(context.Cause(ctx)) })
+	defer stop()
 	res := &Result{}
 	var iface string
 	if o.Counters {

@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -337,6 +338,41 @@ func TestHostDies(t *testing.T) {
 	for r, err := range errs[:3] {
 		if err == nil || !strings.Contains(err.Error(), "rank 3 aborted: host died") {
 			t.Errorf("rank %d: %v, want the error of rank 3", r, err)
+		}
+	}
+}
+
+// TestCancel: the end of the context (a signal) while host 1 is stuck in
+// a test without a --pair-timeout ends the run on every rank with the
+// context's cause.
+func TestCancel(t *testing.T) {
+	cs := job(t, 4)
+	cause := errors.New("interrupted")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	o := quick()
+	o.delay = func(h int) time.Duration {
+		if h == 1 {
+			cancel(cause) // as the test starts: it then waits for an hour
+			return time.Hour
+		}
+		return 0
+	}
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Go(func() {
+			or := o
+			if r == 0 {
+				or.Plan = &fixedPlan{rounds: []fabric.Round{pairs(0, 0, 1, 2, 3), pairs(1, 0, 2, 1, 3)}}
+			}
+			_, errs[r] = Run(ctx, c, len(cs), or, nil)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != cause {
+			t.Errorf("rank %d: %v, want %v", r, err, cause)
 		}
 	}
 }

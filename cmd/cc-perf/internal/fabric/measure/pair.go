@@ -1,11 +1,13 @@
 package measure
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,24 +60,30 @@ type exchange struct {
 }
 
 // measureTest runs test t on pc, this rank being host; the part says how
-// it ended and, when it did, the numbers every member agreed on.
-func measureTest(pc *comm.Comm, t fabric.Test, host int, o Options) part {
+// it ended and, when it did, the numbers every member agreed on. The
+// test's timeout, or the end of ctx, aborts pc.
+func measureTest(ctx context.Context, pc *comm.Comm, t fabric.Test, host int, o Options) part {
 	x := newExchange(pc, t, host, o)
 	var timedOut atomic.Bool
 	stop := make(chan struct{})
 	x.stop = stop
-	if o.PairTimeout > 0 {
-		timer := time.AfterFunc(o.PairTimeout, func() {
-			timedOut.Store(true)
-			pc.Abort(&timeoutError{o.PairTimeout})
+	// once runs the first of: an abort (the timeout's or ctx's), or the
+	// end of the test; the end waits for an abort under way, so pc is
+	// not aborted while the caller closes it.
+	var once sync.Once
+	abort := func(cause error, timeout bool) {
+		once.Do(func() {
+			timedOut.Store(timeout)
+			pc.Abort(cause)
 			close(stop)
 		})
-		defer func() {
-			if !timer.Stop() {
-				<-stop // the abort is done before the caller closes pc
-			}
-		}()
 	}
+	defer once.Do(func() { close(stop) })
+	if o.PairTimeout > 0 {
+		timer := time.AfterFunc(o.PairTimeout, func() { abort(&timeoutError{o.PairTimeout}, true) })
+		defer timer.Stop()
+	}
+	defer context.AfterFunc(ctx, func() { abort(context.Cause(ctx), false) })()
 	p := part{Status: fabric.StatusOK, Bytes: o.Size}
 	ended := func(err error) part {
 		switch {
