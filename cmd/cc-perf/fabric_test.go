@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,12 +28,18 @@ import (
 // every result, whatever its exit.
 func fabricProcs(t *testing.T, n int, ownHosts bool, args ...string) []result {
 	t.Helper()
+	return fabricProcsEnv(t, n, ownHosts, nil, args...)
+}
+
+// fabricProcsEnv is fabricProcs with extra environment on every process.
+func fabricProcsEnv(t *testing.T, n int, ownHosts bool, extra []string, args ...string) []result {
+	t.Helper()
 	root := "MASTER_PORT=" + strconv.Itoa(freePort(t)-1)
 	outs := make([]result, n)
 	var wg sync.WaitGroup
 	for rank := range n {
 		wg.Go(func() {
-			env := torchrunEnv(rank, n, root)
+			env := append(torchrunEnv(rank, n, root), extra...)
 			if ownHosts {
 				env = append(env, fmt.Sprintf("CC_HOST_ID=h%d", rank))
 			}
@@ -68,6 +75,51 @@ func TestFabricBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			checkOneLineError(t, runCmd(t, nil, append([]string{"cc-perf", "fabric"}, tc.args...)...), exitUsage, tc.want)
 		})
+	}
+}
+
+// TestFabricEnvFillsFlags: CC_PERF_<FLAG> fills a flag not given, and is
+// checked as the flag is.
+func TestFabricEnvFillsFlags(t *testing.T) {
+	checkOneLineError(t, runCmd(t, []string{"CC_PERF_SCHEDULE=ring"}, "cc-perf", "fabric"), exitUsage, []string{`--schedule "ring"`})
+	checkOneLineError(t, runCmd(t, []string{"CC_PERF_SCHEDULE=ring"}, "cc-perf", "fabric", "--schedule", "full"), exitUsage, []string{"at least 2 hosts"})
+}
+
+func TestBandwidthFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64 // GB/s, 0: refused
+	}{{"1.2", 1.2}, {"0.8G", 0.8}, {"800M", 0.8}, {"800m", 0.8}, {"1.5GB/s", 1.5}, {"2T", 2000}, {"500K", 0.0005},
+		{"", 0}, {"0", 0}, {"-1G", 0}, {"fast", 0}, {"1X", 0}, {"G", 0}, {"inf", 0}, {"NaN", 0}} {
+		var b bandwidth
+		err := b.Set(tc.in)
+		if tc.want == 0 {
+			if err == nil {
+				t.Errorf("%q: accepted as %g GB/s, want an error", tc.in, float64(b))
+			}
+			continue
+		}
+		if err != nil || math.Abs(float64(b)-tc.want) > 1e-12 {
+			t.Errorf("%q: %g GB/s, %v; want %g", tc.in, float64(b), err, tc.want)
+		}
+	}
+}
+
+// TestFabricUnreachable: hosts the launcher could not reach
+// (CC_UNREACHABLE_HOSTS) are in the header and the table, flagged: exit 8.
+func TestFabricUnreachable(t *testing.T) {
+	outs := fabricProcsEnv(t, 2, true, []string{"CC_UNREACHABLE_HOSTS=tb7, tb9"}, "--size", "4K", "--lat-size", "0", "--iters-max", "3", "--schedule", "full")
+	r := outs[0]
+	if r.code != exitFabric || outs[1].code != 0 {
+		t.Fatalf("exit %d and %d, want 8 and 0\nstdout:\n%s\nstderr:\n%s", r.code, outs[1].code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "#  unreachable: tb7 tb9\n") {
+		t.Errorf("no unreachable line in the header:\n%s", r.stdout)
+	}
+	for _, h := range []string{"tb7", "tb9"} {
+		if !strings.Contains(r.stdout, "   "+h+" ") || !strings.Contains(r.stderr, h) {
+			t.Errorf("%s not in the table or the verdict:\n%s\n%s", h, r.stdout, r.stderr)
+		}
 	}
 }
 
