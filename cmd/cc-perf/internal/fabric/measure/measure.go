@@ -111,8 +111,12 @@ type report struct {
 // every rank (the job is aborted), with ctx's cause.
 func Run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(fabric.Round, *Result) error) (*Result, error) {
 	res, err := run(ctx, c, nhosts, o, onRound)
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
 		err = context.Cause(ctx)
+	case c.Err() == nil:
+		c.Abort(err) // a failure of this rank alone (its counters): the others must not wait for it
 	}
 	return res, err
 }

@@ -342,6 +342,32 @@ func TestHostDies(t *testing.T) {
 	}
 }
 
+// TestLocalFailure: a failure of one rank alone (here a wrong host count)
+// aborts the job, so the others end naming it instead of waiting.
+func TestLocalFailure(t *testing.T) {
+	cs := job(t, 4)
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Go(func() {
+			o, n := quick(), len(cs)
+			if r == 0 {
+				o.Plan = &fixedPlan{rounds: []fabric.Round{pairs(0, 0, 1, 2, 3)}}
+			}
+			if r == 2 {
+				n = 5
+			}
+			_, errs[r] = Run(t.Context(), c, n, o, nil)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "rank 2: 4 ranks for 5 hosts") {
+			t.Errorf("rank %d: %v, want rank 2's failure", r, err)
+		}
+	}
+}
+
 // TestCancel: the end of the context (a signal) while host 1 is stuck in
 // a test without a --pair-timeout ends the run on every rank with the
 // context's cause.
