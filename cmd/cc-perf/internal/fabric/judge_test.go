@@ -149,3 +149,73 @@ func table(t *testing.T, hosts []Host, ms []Measurement, v Verdict) string {
 	}
 	return b.String()
 }
+
+func TestJudgeErrorsAndTimeouts(t *testing.T) {
+	hosts := testHosts(6)
+	cfg := cfgOf("full", nil)
+	for _, tc := range []struct {
+		name   string
+		status func(a, b int) Status
+		hosts  []string
+		links  []string
+	}{
+		{"one wrong pair", func(a, b int) Status {
+			if a == 1 && b == 4 {
+				return StatusError
+			}
+			return StatusOK
+		}, nil, []string{"tb2-tb5 error"}},
+		{"one timed-out pair", func(a, b int) Status {
+			if a == 0 && b == 3 {
+				return StatusTimeout
+			}
+			return StatusOK
+		}, nil, []string{"tb1-tb4 timeout"}},
+		{"a host with wrong data", func(a, b int) Status {
+			if a == 2 || b == 2 {
+				return StatusError
+			}
+			return StatusOK
+		}, []string{"tb3 error"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ms := run(t, cfg, newModel(6, 0.05, 1))
+			for i := range ms {
+				if s := tc.status(ms[i].A, ms[i].B); s != StatusOK {
+					ms[i].Status, ms[i].GBps, ms[i].Err = s, 0, "synthetic"
+				}
+			}
+			v := Judge(hosts, nil, ms, nil, cfg)
+			if got, gotLinks := accused(hosts, v), failingLinks(v); !slices.Equal(got, tc.hosts) || !slices.Equal(gotLinks, tc.links) || !v.Fail {
+				t.Errorf("got %q %q fail %v, want %q %q and a failure", got, gotLinks, v.Fail, tc.hosts, tc.links)
+			}
+		})
+	}
+}
+
+func TestJudgeLossyNeedsOthersFlat(t *testing.T) {
+	hosts := testHosts(4)
+	cfg := cfgOf("full", nil)
+	_, ms := run(t, cfg, newModel(4, 0.05, 1))
+	for _, tc := range []struct {
+		name    string
+		retrans []uint64 // per host, over the run
+		drops   []uint64
+		want    []string
+	}{
+		{"quiet", []uint64{3, 5, 0, 8}, []uint64{0, 0, 1, 0}, nil},
+		{"one host retransmits", []uint64{3, 5, 900, 8}, []uint64{0, 0, 0, 0}, []string{"tb3 lossy"}},
+		{"one host drops", []uint64{3, 5, 0, 8}, []uint64{0, 40, 0, 0}, []string{"tb2 lossy"}},
+		{"everybody retransmits alike", []uint64{900, 1000, 950, 1100}, []uint64{0, 0, 0, 0}, nil},
+		{"below the absolute floor", []uint64{0, 0, 90, 0}, []uint64{0, 0, 9, 0}, nil},
+	} {
+		var cs []Counters
+		for h := range 4 {
+			cs = append(cs, Counters{Host: h, Round: 0, RetransSegs: tc.retrans[h], RxDropped: tc.drops[h]})
+		}
+		v := Judge(hosts, nil, ms, cs, cfg)
+		if got := accused(hosts, v); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -60,7 +60,7 @@ func writeHosts(b *strings.Builder, v Verdict) {
 		}
 		fmt.Fprintf(b, "  %5s  %8s  %5s  %6s  %5s",
 			fmt.Sprintf("%d/%d", h.Measured, h.Tests), fixed(h.GBps, h.Measured > 0, 2),
-			fixed(h.Score, h.Tests > 0, 2), fixed(h.ModZ, h.Tests > 0, 1), fmt.Sprintf("%d/%d", h.Slow, h.Tests))
+			fixed(h.Score, h.Measured > 0, 2), fixed(h.ModZ, h.Measured > 0, 1), fmt.Sprintf("%d/%d", h.Slow, h.Tests))
 		if directed {
 			fmt.Fprintf(b, "  %5s  %5s", optional(h.Tx), optional(h.Rx))
 		}
