@@ -239,7 +239,7 @@ func TestFabricSchedules(t *testing.T) {
 	for _, tc := range []struct {
 		schedule string
 		check    func(m fabric.Measurement) bool // the tests the schedule must have run
-		want     int                            // at least
+		want     int                             // at least
 	}{
 		{"directed", func(m fabric.Measurement) bool { return m.Dir }, 12},
 		{"bisect", func(m fabric.Measurement) bool { return len(m.Group) > 0 }, 1},
