@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,14 @@ func pmiRank(t *testing.T, body func(p *fakeProc, c *pmiClient) Exit) func(p *fa
 	}
 }
 
+// pmiJob is fakeJob with a PMI server: the fake hosts have no agent, so their ranks get
+// the open port.
+func pmiJob(np int, f *fakeRemote) Options {
+	o := fakeJob(np, f)
+	o.PMI = true
+	return o
+}
+
 func (c *pmiClient) call(line string) string {
 	fmt.Fprintln(c.nc, line)
 	reply, _ := c.br.ReadString('\n')
@@ -94,7 +103,7 @@ func TestPMIJob(t *testing.T) {
 		}
 		return Exit{}
 	})}
-	rep, err := Run(context.Background(), fakeJob(4, f))
+	rep, err := Run(context.Background(), pmiJob(4, f))
 	f.wg.Wait()
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +157,7 @@ func TestPMIFailures(t *testing.T) {
 				}
 				return ex
 			})}
-			rep, err := Run(context.Background(), fakeJob(3, f))
+			rep, err := Run(context.Background(), pmiJob(3, f))
 			f.wg.Wait()
 			if err != nil {
 				t.Fatal(err)
@@ -159,5 +168,45 @@ func TestPMIFailures(t *testing.T) {
 				t.Errorf("exit %d, want %d; cause %+v; summary:\n%s\nwant it to contain %q", rep.ExitCode(), tt.code, rep.Cause, sum.String(), tt.summary)
 			}
 		})
+	}
+}
+
+// TestAllowListener: the open PMI port accepts the job's hosts only; a stranger is
+// dropped with one log line, and the next allowed connection is accepted.
+func TestAllowListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	al := &allowListener{Listener: ln, allow: map[netip.Addr]bool{netip.MustParseAddr("127.0.0.2"): true},
+		logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }}
+	defer al.Close()
+	from := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		nc, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	stranger := from("127.0.0.3")
+	rank := from("127.0.0.2")
+	got, err := al.Accept() // the stranger came first: it is dropped on the way
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if got.RemoteAddr().String() != rank.LocalAddr().String() {
+		t.Errorf("accepted %s, want %s", got.RemoteAddr(), rank.LocalAddr())
+	}
+	want := fmt.Sprintf("PMI server: dropped a connection from %s: not one of the job's hosts", stranger.LocalAddr())
+	if len(logs) != 1 || logs[0] != want {
+		t.Errorf("log %q, want [%q]", logs, want)
+	}
+	stranger.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := stranger.Read(make([]byte, 1)); err == nil {
+		t.Errorf("stranger read %d bytes, want its connection closed", n)
 	}
 }

@@ -144,6 +144,7 @@ func aliasJob(t *testing.T, o Options, f *fakeRemote) (vars map[int]string, plac
 		mu.Unlock()
 	}
 	o.Placed = func(s []Slot) { placed = s }
+	o.PMI = true
 	rep, err := Run(context.Background(), o)
 	f.wg.Wait()
 	if err != nil {

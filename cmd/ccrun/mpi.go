@@ -26,3 +26,19 @@ func checkMPI(o *Options, argv []string, nranks int) error {
 	return usagef("%s is an Open MPI program (it links %s): ccrun serves MPICH's PMI-1, not Open MPI's PMIx, so each of its %d ranks would run alone as a 1-rank MPI job; run it with Open MPI's mpirun, rebuild it with mpicc.mpich, or add --allow-singletons to run it anyway",
 		argv[0], lib, nranks)
 }
+
+// speaksPMI reports whether the job gets a PMI-1 server: with --pmi, or when the program
+// links the MPICH ABI (read where local ranks will find it, as checkMPI does). Any other
+// program (no MPI, Open MPI, a script, a program not present here) gets none: nothing
+// listens for it and its ranks get no PMI_FD or PMI_PORT.
+func speaksPMI(o *Options, argv []string) bool {
+	if o.PMI {
+		return true
+	}
+	path, err := launch.LookProgram(argv[0], o.Wdir)
+	if err != nil {
+		return false
+	}
+	flavor, _, err := pmi.Inspect(path)
+	return err == nil && flavor == pmi.MPICH
+}

@@ -160,6 +160,13 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 	if err := checkMPI(o, argv, len(slots)); err != nil {
 		return err
 	}
+	if lo.PMI = speaksPMI(o, argv); lo.PMI {
+		why := "an MPICH program"
+		if o.PMI {
+			why = "--pmi"
+		}
+		logf("PMI-1 server: on (%s)", why)
+	}
 	for _, name := range launch.UnsetX(environ, lo.Env) {
 		flag := "-x " + name
 		if !slices.Contains(o.X, name) {

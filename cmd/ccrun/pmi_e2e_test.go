@@ -1,0 +1,220 @@
+package main
+
+// End-to-end tests of issue 24 item 1: ccrun serves PMI only to programs that speak it,
+// over a private socketpair (PMI_FD) for local ranks, so a job has no PMI port for a
+// stranger to end it through.
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// listeningTCP returns the TCP sockets process pid listens on, as ss -ltnp shows them:
+// the LISTEN entries of /proc/PID/net/tcp and tcp6 whose inodes are among its fds.
+func listeningTCP(t *testing.T, pid int) []netip.AddrPort {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if in, ok := strings.CutPrefix(l, "socket:["); ok {
+			inodes[strings.TrimSuffix(in, "]")] = true
+		}
+	}
+	var out []netip.AddrPort
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			const listen = "0A"
+			if len(f) < 10 || f[3] != listen || !inodes[f[9]] {
+				continue
+			}
+			out = append(out, procAddr(t, f[1]))
+		}
+	}
+	return out
+}
+
+// procAddr decodes a /proc/net/tcp address: hex words of the IP in host (little-endian)
+// order, a colon, the port in hex. "0100007F:1F90" is 127.0.0.1:8080.
+func procAddr(t *testing.T, s string) netip.AddrPort {
+	t.Helper()
+	ipHex, portHex, _ := strings.Cut(s, ":")
+	raw, err := hex.DecodeString(ipHex)
+	port, err2 := strconv.ParseUint(portHex, 16, 16)
+	if err != nil || err2 != nil || len(raw)%4 != 0 {
+		t.Fatalf("bad /proc/net/tcp address %q", s)
+	}
+	for i := 0; i < len(raw); i += 4 {
+		binary.BigEndian.PutUint32(raw[i:], binary.LittleEndian.Uint32(raw[i:]))
+	}
+	ip, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port))
+}
+
+// impersonate connects to addr as a stranger claiming rank 0 and asking for MPI_Abort
+// with exit code 13, as the issue's two lines did, then waits until the server has read
+// everything and hung up (a hang guard, not a speed limit).
+func impersonate(t *testing.T, addr netip.AddrPort) {
+	t.Helper()
+	if addr.Addr().IsUnspecified() {
+		addr = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port())
+	}
+	nc, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatalf("stranger: %v", err)
+	}
+	defer nc.Close()
+	fmt.Fprint(nc, "cmd=initack pmiid=0\ncmd=abort exitcode=13\n")
+	nc.(*net.TCPConn).CloseWrite()
+	nc.SetReadDeadline(time.Now().Add(time.Minute))
+	// EOF or a reset (the server closed with our bytes unread): it hung up.
+	if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("stranger on %s: %v, want the connection closed", addr, err)
+	}
+}
+
+// gated starts ccrun with args in dir with a pipe as its stdin, which the ranks of the
+// job read to go on; release writes their line and closes it.
+func gated(t *testing.T, dir string, args ...string) (j *job, release func()) {
+	t.Helper()
+	bin, _ := binaries(t)
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = startJob(t, cmd)
+	return j, func() {
+		fmt.Fprintln(w, "go")
+		w.Close()
+	}
+}
+
+// TestPMIOnlyForMPICH: ccrun serves PMI to an MPICH program and with --pmi, and not to
+// cc-perf, a shell, or a program it cannot find.
+func TestPMIOnlyForMPICH(t *testing.T) {
+	dir := t.TempDir()
+	mpiProgram(t, "mpicc.mpich", dir, "mpich_hello")
+	_, perf := binaries(t)
+	for _, tt := range []struct {
+		prog string
+		pmi  bool
+		want bool
+	}{
+		{filepath.Join(dir, "mpich_hello"), false, true},
+		{perf, false, false},
+		{"sh", false, false},
+		{"no-such-program", false, false},
+		{"sh", true, true},
+	} {
+		if got := speaksPMI(&Options{PMI: tt.pmi}, []string{tt.prog}); got != tt.want {
+			t.Errorf("speaksPMI(--pmi=%v, %s) = %v, want %v", tt.pmi, tt.prog, got, tt.want)
+		}
+	}
+}
+
+// TestE2ENoPMIForCCPerf: a cc-perf job has no PMI listener and its ranks no PMI variables
+// but PMI_RANK/PMI_SIZE; a stranger's abort on every socket ccrun listens on (only the
+// bootstrap root's) does not end it: #wrong 0, exit 0.
+func TestE2ENoPMIForCCPerf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	_, perf := binaries(t)
+	gate := `echo "rank $CC_RANK: PMI_FD=${PMI_FD-unset} PMI_PORT=${PMI_PORT-unset} PMI_ID=${PMI_ID-unset}"; read go; exec "$0" "$@"`
+	j, release := gated(t, "", "-np", "2", "--oversubscribe", "--stdin", "all", "sh", "-c", gate,
+		perf, "all_reduce", "-b", "8", "-e", "64K", "-f", "8", "-c", "1")
+	j.waitOutput(t, regexp.MustCompile(`(?s)rank \d: .*rank \d: `), time.Minute)
+	for r := range 2 {
+		if want := fmt.Sprintf("rank %d: PMI_FD=unset PMI_PORT=unset PMI_ID=unset\n", r); !strings.Contains(j.out.String(), want) {
+			t.Errorf("no %q in stdout:\n%s", want, j.out)
+		}
+	}
+	lns := listeningTCP(t, j.cmd.Process.Pid)
+	if len(lns) != 1 {
+		t.Errorf("ccrun listens on %v, want one socket (the bootstrap root's)", lns)
+	}
+	for _, a := range lns {
+		impersonate(t, a)
+	}
+	release()
+	if code := j.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, j.err)
+	}
+	checkRows(t, j.out.String(), 5) // 8 B to 32 KiB
+}
+
+// TestE2EMPICHOverPMIFD: the MPICH hello's 4 local ranks reach PMI through PMI_FD, with no
+// PMI_PORT; during the job ccrun listens on the bootstrap root's socket alone, and a
+// stranger's abort there does not end the job.
+func TestE2EMPICHOverPMIFD(t *testing.T) {
+	dir := t.TempDir()
+	mpiProgram(t, "mpicc.mpich", dir, "mpich_job")
+	j, release := gated(t, dir, append(npFlags(4), "./mpich_job", "wait")...)
+	j.waitOutput(t, regexp.MustCompile(`(?s)(pmi of rank.*){4}`), 2*time.Minute)
+	for r := range 4 {
+		if want := fmt.Sprintf("pmi of rank %d: PMI_FD=3 PMI_PORT=unset\n", r); !strings.Contains(j.out.String(), want) {
+			t.Errorf("no %q in stdout:\n%s", want, j.out)
+		}
+	}
+	lns := listeningTCP(t, j.cmd.Process.Pid)
+	if len(lns) != 1 {
+		t.Errorf("ccrun listens on %v, want one socket (the bootstrap root's)", lns)
+	}
+	for _, a := range lns {
+		impersonate(t, a)
+	}
+	release()
+	if code := j.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
+	}
+	for r := range 4 {
+		if want := fmt.Sprintf("rank %d of 4\n", r); !strings.Contains(j.out.String(), want) {
+			t.Errorf("no %q in stdout:\n%s", want, j.out)
+		}
+	}
+}
+
+// TestE2EForcedPMI: --pmi serves a program ccrun does not recognize (a bash script
+// speaking PMI-1 over PMI_FD); without it the script finds neither PMI_FD nor PMI_PORT.
+func TestE2EForcedPMI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	j, release := gated(t, "", "-np", "2", "--oversubscribe", "--pmi", "bash", "-c", aliasScript)
+	release()
+	if code := j.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
+	}
+	if want := " (vector,(0,1,2))\n"; strings.Count(j.out.String(), want) != 2 {
+		t.Errorf("stdout:\n%s\nwant two lines ending %q", j.out, want)
+	}
+	j, release = gated(t, "", "-np", "1", "bash", "-c", `echo "PMI_FD=${PMI_FD-unset} PMI_PORT=${PMI_PORT-unset}"`)
+	release()
+	if code := j.wait(t, time.Minute); code != 0 || j.out.String() != "PMI_FD=unset PMI_PORT=unset\n" {
+		t.Errorf("without --pmi: exit %d, stdout %q, want PMI_FD and PMI_PORT unset", code, j.out)
+	}
+}
