@@ -202,6 +202,17 @@ func (r *SSH) HostID(ctx context.Context, host string) (hw.HostID, error) {
 	return r.sp.HostID(ctx, host)
 }
 
+// PMIFD reports whether host's ranks start through an agent that relays their PMI
+// connections (launch.PMIRelay): they get PMI_FD, and ccrun opens no port for them.
+func (r *SSH) PMIFD(host string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.conns[host]
+	return c != nil && c.Agent.PMI
+}
+
+var _ launch.PMIRelay = (*SSH)(nil)
+
 // HasAgent reports whether host's ranks start through an agent.
 func (r *SSH) HasAgent(host string) bool {
 	r.mu.Lock()
