@@ -91,7 +91,7 @@ func (j *job) servePMI() (*pmiService, error) {
 			}
 			why = append(why, err.Error())
 		default:
-			why = append(why, "host "+h+": no agent and no SSH port forwarding")
+			why = append(why, "host "+h+": no agent and no SSH connection to forward a port over")
 		}
 		open = append(open, h)
 	}

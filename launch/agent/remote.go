@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -211,7 +212,14 @@ func (r *SSH) PMIFD(host string) bool {
 	return c != nil && c.Agent.PMI
 }
 
-var _ launch.PMIRelay = (*SSH)(nil)
+// ListenPMI opens a port on host's loopback forwarded to ccrun over its SSH connection
+// (launch.PMIForwarder), for the ranks of a host without an agent.
+func (r *SSH) ListenPMI(host string) (net.Listener, error) { return r.sp.ListenLoopback(host) }
+
+var (
+	_ launch.PMIRelay     = (*SSH)(nil)
+	_ launch.PMIForwarder = (*SSH)(nil)
+)
 
 // HasAgent reports whether host's ranks start through an agent.
 func (r *SSH) HasAgent(host string) bool {
