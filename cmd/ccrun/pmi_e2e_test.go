@@ -218,3 +218,86 @@ func TestE2EForcedPMI(t *testing.T) {
 		t.Errorf("without --pmi: exit %d, stdout %q, want PMI_FD and PMI_PORT unset", code, j.out)
 	}
 }
+
+// hostListeners is `ss -Hltnp` in testbed host k's network namespace: one line per
+// listening TCP socket, with its process.
+func (tb *testbed) hostListeners(t *testing.T, k int) []string {
+	t.Helper()
+	out, err := exec.Command(tb.tool, "exec", fmt.Sprintf("tb%d", k), "ss", "-Hltnp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss on tb%d: %v: %s", k, err, out)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// TestTestbedMPICHPrivatePMI: the MPICH hello on two testbed hosts, 2 ranks each. Through
+// agents every rank has PMI_FD and nothing listens for PMI anywhere: ccrun listens on the
+// bootstrap root's socket alone, the hosts on sshd's port 22 alone. With --no-agent the
+// ranks have PMI_PORT on their host's loopback, which sshd forwards to ccrun, and again
+// nothing of the job listens on a routable address. A stranger's abort on ccrun's socket
+// does not end either job.
+func TestTestbedMPICHPrivatePMI(t *testing.T) {
+	tb := needTestbed(t)
+	dir := t.TempDir() // the testbed hosts share this machine's file system
+	mpiProgram(t, "mpicc.mpich", dir, "mpich_job")
+	sshd := regexp.MustCompile(`^LISTEN\s+\d+\s+\d+\s+(\S+)\s+\S+\s+users:\(\("sshd(?:-session)?",`)
+	for _, mode := range []struct {
+		name  string
+		args  []string
+		rank  *regexp.Regexp // what every rank prints of its PMI variables
+		ports int            // sshd's loopback listeners per host: the forwards
+	}{
+		{"agents", nil, regexp.MustCompile(`^PMI_FD=3 PMI_PORT=unset$`), 0},
+		{"no-agent", []string{"--no-agent"}, regexp.MustCompile(`^PMI_FD=unset PMI_PORT=127\.0\.0\.1:\d+$`), 1},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			gate := filepath.Join(t.TempDir(), "gate")
+			if err := syscall.Mkfifo(gate, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"-H", fmt.Sprintf("%s:2,%s:2", tb.addr(1), tb.addr(2)), "--ssh-config", tb.sshConfig, "-v"}, mode.args...)
+			j := startCCRun(t, append(args, filepath.Join(dir, "mpich_job"), "wait", gate)...)
+			j.waitOutput(t, regexp.MustCompile(`(?s)(pmi of rank.*){4}`), 2*time.Minute)
+			for _, l := range regexp.MustCompile(`pmi of rank \d: (.*)`).FindAllStringSubmatch(j.out.String(), -1) {
+				if !mode.rank.MatchString(l[1]) {
+					t.Errorf("a rank has %q, want %v", l[1], mode.rank)
+				}
+			}
+			lns := listeningTCP(t, j.cmd.Process.Pid)
+			if len(lns) != 1 {
+				t.Errorf("ccrun listens on %v, want one socket (the bootstrap root's)", lns)
+			}
+			for k := 1; k <= 2; k++ {
+				forwards := 0
+				for _, l := range tb.hostListeners(t, k) {
+					sm := sshd.FindStringSubmatch(l)
+					switch {
+					case sm != nil && sm[1] == tb.addr(k)+":22":
+					case sm != nil && strings.HasPrefix(sm[1], "127.0.0.1:"):
+						forwards++
+					case strings.Contains(l, `"ccrun"`) || sm != nil:
+						t.Errorf("tb%d: %s: a listener of the job outside the loopback", k, l)
+					}
+				}
+				if forwards != mode.ports {
+					t.Errorf("tb%d: %d loopback forwards, want %d", k, forwards, mode.ports)
+				}
+			}
+			for _, a := range lns {
+				impersonate(t, a)
+			}
+			w, err := os.OpenFile(gate, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(w, "go")
+			w.Close()
+			if code := j.wait(t, 2*time.Minute); code != 0 {
+				t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
+			}
+			if strings.Contains(j.err.String(), "open TCP port") {
+				t.Errorf("PMI fell back to an open port:\n%s", j.err)
+			}
+		})
+	}
+}
