@@ -3,10 +3,12 @@ package launch
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -208,5 +210,121 @@ func TestAllowListener(t *testing.T) {
 	stranger.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if n, err := stranger.Read(make([]byte, 1)); err == nil {
 		t.Errorf("stranger read %d bytes, want its connection closed", n)
+	}
+}
+
+// routeRemote is a fakeRemote that relays PMI for some hosts (an agent's PMI_FD) and
+// forwards a port for others (ListenPMI returns a loopback listener, or fails).
+type routeRemote struct {
+	*fakeRemote
+	relay      map[string]bool
+	forwardErr error
+	forwarded  []string // the addresses ListenPMI returned
+}
+
+func (r *routeRemote) PMIFD(host string) bool { return r.relay[host] }
+
+func (r *routeRemote) ListenPMI(host string) (net.Listener, error) {
+	if r.forwardErr != nil {
+		return nil, r.forwardErr
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err == nil {
+		r.forwarded = append(r.forwarded, ln.Addr().String())
+	}
+	return ln, err
+}
+
+// privateOrPort is a fake rank's PMI client: over the connection Spec.PMI serves (no
+// handshake), else over PMI_PORT.
+func privateOrPort(p *fakeProc) (*pmiClient, error) {
+	if p.spec.PMI == nil {
+		return dialPMI(p)
+	}
+	if _, ok := lookupIn(p.spec.Env)(EnvPMIPort); ok {
+		return nil, fmt.Errorf("both Spec.PMI and %s", EnvPMIPort)
+	}
+	mine, theirs := net.Pipe()
+	mine.SetDeadline(time.Now().Add(30 * time.Second)) // hang guard
+	p.spec.PMI(theirs)
+	return &pmiClient{nc: mine, br: bufio.NewReader(mine)}, nil
+}
+
+// TestPMIRoutes: each host's ranks reach the one PMI server by the most private way its
+// Remote offers (a relayed connection, a forwarded port, else the open port, which -v
+// names with the reason), and meet in its barrier.
+func TestPMIRoutes(t *testing.T) {
+	tests := []struct {
+		name       string
+		relay      map[string]bool
+		forwardErr error
+		open       string // the -v line's start, "" for none
+	}{
+		{"relayed and forwarded", map[string]bool{"h1": true}, nil, ""},
+		{"forwarding refused", map[string]bool{"h1": true}, errors.New("host h2: tcpip-forward refused"),
+			"PMI server: ranks on h2 reach it on an open TCP port, 127.0.0.1:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			envs := map[int][]string{}
+			f := &fakeRemote{body: func(p *fakeProc) Exit {
+				mu.Lock()
+				envs[p.spec.Slot.Rank] = p.spec.Env
+				mu.Unlock()
+				c, err := privateOrPort(p)
+				if err != nil {
+					t.Errorf("rank %d: %v", p.spec.Slot.Rank, err)
+					return Exit{Code: 9}
+				}
+				defer c.nc.Close()
+				for _, rt := range [][2]string{{"cmd=barrier_in", "cmd=barrier_out"}, {"cmd=finalize", "cmd=finalize_ack"}} {
+					if got := c.call(rt[0]); got != rt[1] {
+						t.Errorf("rank %d: %s: got %q, want %q", p.spec.Slot.Rank, rt[0], got, rt[1])
+					}
+				}
+				return Exit{}
+			}}
+			r := &routeRemote{fakeRemote: f, relay: tt.relay, forwardErr: tt.forwardErr}
+			o := pmiJob(4, f)
+			o.Remote = r
+			var logs []string
+			o.Logf = func(format string, args ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				logs = append(logs, fmt.Sprintf(format, args...))
+			}
+			rep, err := Run(context.Background(), o)
+			f.wg.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Cause != nil {
+				t.Fatalf("cause %+v, want none", rep.Cause)
+			}
+			for rank := range 2 { // h1's: relayed
+				if port, ok := lookupIn(envs[rank])(EnvPMIPort); ok {
+					t.Errorf("rank %d: PMI_PORT=%s, want a relayed connection", rank, port)
+				}
+			}
+			for rank := 2; rank < 4; rank++ { // h2's
+				port, _ := lookupIn(envs[rank])(EnvPMIPort)
+				if tt.forwardErr == nil && (len(r.forwarded) != 1 || port != r.forwarded[0]) {
+					t.Errorf("rank %d: PMI_PORT=%s, want the forwarded %v", rank, port, r.forwarded)
+				}
+			}
+			var open []string
+			for _, l := range logs {
+				if strings.Contains(l, "open TCP port") {
+					open = append(open, l)
+				}
+			}
+			switch {
+			case tt.open == "" && len(open) > 0:
+				t.Errorf("-v says %q, want no open port", open)
+			case tt.open != "" && (len(open) != 1 || !strings.HasPrefix(open[0], tt.open) || !strings.HasSuffix(open[0], "accepting 127.0.0.1 only (host h2: tcpip-forward refused)")):
+				t.Errorf("-v says %q, want one line starting %q and naming the reason", open, tt.open)
+			}
+		})
 	}
 }
