@@ -105,14 +105,7 @@ func TestPMIJob(t *testing.T) {
 		}
 		return Exit{}
 	})}
-	rep, err := Run(context.Background(), pmiJob(4, f))
-	f.wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Cause != nil {
-		t.Fatalf("cause %+v, want none", rep.Cause)
-	}
+	runClean(t, pmiJob(4, f), f)
 }
 
 // TestPMIFailures: a rank's MPI_Abort ends the job with the abort's code; a rank that
@@ -294,14 +287,7 @@ func TestPMIRoutes(t *testing.T) {
 				defer mu.Unlock()
 				logs = append(logs, fmt.Sprintf(format, args...))
 			}
-			rep, err := Run(context.Background(), o)
-			f.wg.Wait()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Cause != nil {
-				t.Fatalf("cause %+v, want none", rep.Cause)
-			}
+			runClean(t, o, f)
 			for rank := range 2 { // h1's: relayed
 				if port, ok := lookupIn(envs[rank])(EnvPMIPort); ok {
 					t.Errorf("rank %d: PMI_PORT=%s, want a relayed connection", rank, port)

@@ -145,14 +145,7 @@ func aliasJob(t *testing.T, o Options, f *fakeRemote) (vars map[int]string, plac
 	}
 	o.Placed = func(s []Slot) { placed = s }
 	o.PMI = true
-	rep, err := Run(context.Background(), o)
-	f.wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Cause != nil {
-		t.Fatalf("cause %+v, want none", rep.Cause)
-	}
+	runClean(t, o, f)
 	return vars, placed, lb.String()
 }
 

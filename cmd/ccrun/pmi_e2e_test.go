@@ -95,6 +95,29 @@ func impersonate(t *testing.T, addr netip.AddrPort) {
 	}
 }
 
+// strangerOnCCRun checks that the running ccrun of j listens on one TCP socket, the
+// bootstrap root's (no PMI port), and impersonates a rank on every socket it listens on.
+func strangerOnCCRun(t *testing.T, j *job) {
+	t.Helper()
+	lns := listeningTCP(t, j.cmd.Process.Pid)
+	if len(lns) != 1 {
+		t.Errorf("ccrun listens on %v, want one socket (the bootstrap root's)", lns)
+	}
+	for _, a := range lns {
+		impersonate(t, a)
+	}
+}
+
+// wantEachRank checks that j's stdout has format's line for each of its nranks ranks.
+func wantEachRank(t *testing.T, j *job, nranks int, format string) {
+	t.Helper()
+	for r := range nranks {
+		if want := fmt.Sprintf(format, r); !strings.Contains(j.out.String(), want) {
+			t.Errorf("no %q in stdout:\n%s", want, j.out)
+		}
+	}
+}
+
 // gated starts ccrun with args in dir with a pipe as its stdin, which the ranks of the
 // job read to go on; release writes their line and closes it.
 func gated(t *testing.T, dir string, args ...string) (j *job, release func()) {
@@ -148,18 +171,8 @@ func TestE2ENoPMIForCCPerf(t *testing.T) {
 	j, release := gated(t, "", "-np", "2", "--oversubscribe", "--stdin", "all", "sh", "-c", gate,
 		perf, "all_reduce", "-b", "8", "-e", "64K", "-f", "8", "-c", "1")
 	j.waitOutput(t, regexp.MustCompile(`(?s)rank \d: .*rank \d: `), time.Minute)
-	for r := range 2 {
-		if want := fmt.Sprintf("rank %d: PMI_FD=unset PMI_PORT=unset PMI_ID=unset\n", r); !strings.Contains(j.out.String(), want) {
-			t.Errorf("no %q in stdout:\n%s", want, j.out)
-		}
-	}
-	lns := listeningTCP(t, j.cmd.Process.Pid)
-	if len(lns) != 1 {
-		t.Errorf("ccrun listens on %v, want one socket (the bootstrap root's)", lns)
-	}
-	for _, a := range lns {
-		impersonate(t, a)
-	}
+	wantEachRank(t, j, 2, "rank %d: PMI_FD=unset PMI_PORT=unset PMI_ID=unset\n")
+	strangerOnCCRun(t, j)
 	release()
 	if code := j.wait(t, 5*time.Minute); code != 0 {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, j.err)
@@ -175,27 +188,13 @@ func TestE2EMPICHOverPMIFD(t *testing.T) {
 	mpiProgram(t, "mpicc.mpich", dir, "mpich_job")
 	j, release := gated(t, dir, append(npFlags(4), "./mpich_job", "wait")...)
 	j.waitOutput(t, regexp.MustCompile(`(?s)(pmi of rank.*){4}`), 2*time.Minute)
-	for r := range 4 {
-		if want := fmt.Sprintf("pmi of rank %d: PMI_FD=3 PMI_PORT=unset\n", r); !strings.Contains(j.out.String(), want) {
-			t.Errorf("no %q in stdout:\n%s", want, j.out)
-		}
-	}
-	lns := listeningTCP(t, j.cmd.Process.Pid)
-	if len(lns) != 1 {
-		t.Errorf("ccrun listens on %v, want one socket (the bootstrap root's)", lns)
-	}
-	for _, a := range lns {
-		impersonate(t, a)
-	}
+	wantEachRank(t, j, 4, "pmi of rank %d: PMI_FD=3 PMI_PORT=unset\n")
+	strangerOnCCRun(t, j)
 	release()
 	if code := j.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
 	}
-	for r := range 4 {
-		if want := fmt.Sprintf("rank %d of 4\n", r); !strings.Contains(j.out.String(), want) {
-			t.Errorf("no %q in stdout:\n%s", want, j.out)
-		}
-	}
+	wantEachRank(t, j, 4, "rank %d of 4\n")
 }
 
 // TestE2EForcedPMI: --pmi serves a program ccrun does not recognize (a bash script
@@ -263,10 +262,6 @@ func TestTestbedMPICHPrivatePMI(t *testing.T) {
 					t.Errorf("a rank has %q, want %v", l[1], mode.rank)
 				}
 			}
-			lns := listeningTCP(t, j.cmd.Process.Pid)
-			if len(lns) != 1 {
-				t.Errorf("ccrun listens on %v, want one socket (the bootstrap root's)", lns)
-			}
 			for k := 1; k <= 2; k++ {
 				forwards := 0
 				for _, l := range tb.hostListeners(t, k) {
@@ -283,9 +278,7 @@ func TestTestbedMPICHPrivatePMI(t *testing.T) {
 					t.Errorf("tb%d: %d loopback forwards, want %d", k, forwards, mode.ports)
 				}
 			}
-			for _, a := range lns {
-				impersonate(t, a)
-			}
+			strangerOnCCRun(t, j)
 			w, err := os.OpenFile(gate, os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)

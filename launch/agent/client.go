@@ -179,14 +179,7 @@ func (c *Conn) handle(typ byte, p []byte) error {
 			pr.window.ack(int(binary.BigEndian.Uint32(b)))
 		}
 	case tPMI, tPMIEOF:
-		rank, _, b, err := decodeData(typ, p, false)
-		if err != nil {
-			return err
-		}
-		c.mu.Lock()
-		r := c.pmi[rank]
-		c.mu.Unlock()
-		r.deliver(typ, b)
+		return deliverPMI(typ, p, &c.mu, c.pmi)
 	case tExit:
 		var m exitMsg
 		if err := decodeJSON(typ, p, &m); err != nil {

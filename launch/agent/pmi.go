@@ -59,3 +59,16 @@ func (r *pmiRelay) close() {
 	r.conn.Close()
 	r.out.close()
 }
+
+// deliverPMI hands a tPMI or tPMIEOF frame to its rank's relay in relays (guarded by mu).
+func deliverPMI(typ byte, p []byte, mu *sync.Mutex, relays map[int]*pmiRelay) error {
+	rank, _, b, err := decodeData(typ, p, false)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	r := relays[rank]
+	mu.Unlock()
+	r.deliver(typ, b)
+	return nil
+}

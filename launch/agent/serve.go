@@ -155,14 +155,7 @@ func (s *server) handle(typ byte, p []byte) error {
 		}
 	case tPing:
 	case tPMI, tPMIEOF:
-		rank, _, b, err := decodeData(typ, p, false)
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		r := s.pmi[rank]
-		s.mu.Unlock()
-		r.deliver(typ, b)
+		return deliverPMI(typ, p, &s.mu, s.pmi)
 	case tStdin, tStdinEOF:
 		rank, _, b, err := decodeData(typ, p, false)
 		if err != nil {
