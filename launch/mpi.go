@@ -120,9 +120,9 @@ func (j *job) openPMIPort(p *pmiService, hosts, why []string) error {
 	var names []string
 	for _, h := range hosts {
 		_, remote := j.o.Remote.Addrs(h)
-		if a, err := netip.ParseAddr(remote); err == nil {
-			allow[a.Unmap()] = true
-			names = append(names, remote)
+		for _, ip := range hostIPs(remote) {
+			allow[ip] = true
+			names = append(names, ip.String())
 		}
 		p.port[h] = pmiPort(j.rootAddr(h), ln.Addr().(*net.TCPAddr).Port)
 	}
@@ -130,6 +130,22 @@ func (j *job) openPMIPort(p *pmiService, hosts, why []string) error {
 		strings.Join(hosts, ", "), ln.Addr(), strings.Join(names, ", "), strings.Join(why, "; "))
 	p.serve(&allowListener{Listener: ln, allow: allow, logf: j.o.Logf})
 	return nil
+}
+
+// hostIPs is a host's address as the allowlist needs it: the address itself, or a name's
+// addresses (srun's NodeAddr may be a name); none if it does not resolve.
+func hostIPs(addr string) []netip.Addr {
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return []netip.Addr{a.Unmap()}
+	}
+	names, _ := net.LookupHost(addr)
+	var ips []netip.Addr
+	for _, n := range names {
+		if a, err := netip.ParseAddr(n); err == nil {
+			ips = append(ips, a.Unmap())
+		}
+	}
+	return ips
 }
 
 // serve serves ln's connections until close.

@@ -314,3 +314,18 @@ func TestPMIRoutes(t *testing.T) {
 		})
 	}
 }
+
+// TestHostIPs: the open port's allowlist takes an address as it is and a name as what it
+// resolves to (srun's NodeAddr may be a name).
+func TestHostIPs(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"10.252.0.1", "[10.252.0.1]"},
+		{"::ffff:10.0.0.1", "[10.0.0.1]"},
+		{"localhost", "127.0.0.1"}, // and ::1 where /etc/hosts says so
+		{"no-such-host.invalid", "[]"},
+	} {
+		if got := fmt.Sprint(hostIPs(tt.in)); !strings.Contains(got, tt.want) {
+			t.Errorf("hostIPs(%s) = %s, want it to hold %s", tt.in, got, tt.want)
+		}
+	}
+}
