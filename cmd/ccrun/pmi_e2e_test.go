@@ -153,7 +153,7 @@ func TestPMIOnlyForMPICH(t *testing.T) {
 		{"no-such-program", false, false},
 		{"sh", true, true},
 	} {
-		if got := speaksPMI(&Options{PMI: tt.pmi}, []string{tt.prog}); got != tt.want {
+		if got, _ := speaksPMI(&Options{PMI: tt.pmi}, []string{tt.prog}); got != tt.want {
 			t.Errorf("speaksPMI(--pmi=%v, %s) = %v, want %v", tt.pmi, tt.prog, got, tt.want)
 		}
 	}
