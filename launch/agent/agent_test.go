@@ -429,6 +429,7 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add(frame(tHello, `{"magic":"ccrun-agent","version":1}`))
 	f.Add(append(frame(tOutput, "\x00\x00\x00\x01\x01abc"), 0, 0))
 	f.Add([]byte("Welcome\n"))
+	f.Add(append(frame(tPMI, "\x00\x00\x00\x02cmd=init pmi_version=1\n"), frame(tPMIEOF, "\x00\x00\x00\x02")...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr := newFrameReader(bytes.NewReader(b))
 		for range 64 {
@@ -493,5 +494,27 @@ func TestAgentRelaysPMI(t *testing.T) {
 	}
 	if b, err := br.ReadString('\n'); err != io.EOF {
 		t.Errorf("after the rank's end read %q (%v), want EOF", b, err)
+	}
+}
+
+// TestAgentRelaysPMIClose: when ccrun's PMI server closes a rank's connection (it refused
+// something, or the job ends), the rank reads EOF on its PMI_FD.
+func TestAgentRelaysPMIClose(t *testing.T) {
+	p := startPair(t)
+	handed := make(chan net.Conn, 1)
+	sp, out, errb := spec(0, "sh", "-c", `read l <&$PMI_FD; echo "read rc=$? l=$l"`)
+	sp.PMI = func(nc net.Conn) { handed <- nc }
+	proc, err := p.c.Start(context.Background(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := <-handed
+	io.WriteString(nc, "partial") // no newline: then EOF
+	nc.Close()
+	if ex := proc.Wait(); ex.Failed() {
+		t.Fatalf("rank: %v; stderr %q", ex, errb)
+	}
+	if want := "read rc=1 l=partial\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out, want)
 	}
 }
