@@ -294,3 +294,37 @@ func TestTestbedMPICHPrivatePMI(t *testing.T) {
 		})
 	}
 }
+
+// TestE2ESlurmMPICHOpenPort: under --launcher srun no SSH connection can carry PMI, so
+// the MPICH job falls back to one open port, says so under -v, and accepts the
+// allocation's hosts only: a stranger from this machine is dropped with one line and
+// the job runs to exit 0.
+func TestE2ESlurmMPICHOpenPort(t *testing.T) {
+	needSlurm(t)
+	ccrun, _ := binaries(t)
+	dir := t.TempDir() // the testbed hosts share this machine's file system
+	mpiProgram(t, "mpicc.mpich", dir, "mpich_job")
+	gate := filepath.Join(dir, "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := startCmd(t, "salloc", "-N", "2", "-n", "4", ccrun, "--launcher", "srun", "-v", filepath.Join(dir, "mpich_job"), "wait", gate)
+	j.waitOutput(t, regexp.MustCompile(`(?s)(pmi of rank.*){4}`), 2*time.Minute)
+	wantEachRank(t, j, 4, "pmi of rank %d: PMI_FD=unset PMI_PORT=10.252.0.254:")
+	open := regexp.MustCompile(`ccrun: PMI server: ranks on tb\d, tb\d reach it on an open TCP port, (10\.252\.0\.254:\d+), accepting 10\.252\.0\.\d, 10\.252\.0\.\d only \(host tb\d: no agent and no SSH connection to forward a port over; host tb\d: [^)]*\)\n`)
+	m := j.waitStderr(t, open, time.Minute)
+	impersonate(t, netip.MustParseAddrPort(m[1]))
+	w, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(w, "go")
+	w.Close()
+	if code := j.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
+	}
+	wantEachRank(t, j, 4, "rank %d of 4\n")
+	if want := "ccrun: PMI server: dropped a connection from 10.252.0.254:"; strings.Count(j.err.String(), want) != 1 {
+		t.Errorf("stderr should say once %q:\n%s", want, j.err)
+	}
+}
