@@ -14,7 +14,8 @@ import (
 // stdinWindow bytes pile up is not speaking it, and its connection is closed.
 //
 // Goroutines: the reader (ends when conn is closed or ends) and the writer (ends at
-// tPMIEOF once the queue is written, when a write fails, or at close).
+// tPMIEOF once the queue is written, when a write fails, at close, or once the reader
+// has ended).
 type pmiRelay struct {
 	conn net.Conn
 	out  *stdinQueue
@@ -33,6 +34,7 @@ func newPMIRelay(fw *frameWriter, rank int, conn net.Conn, wg *sync.WaitGroup) *
 			}
 			if err != nil {
 				fw.data(tPMIEOF, rank, 0, nil)
+				r.out.close() // conn is done both ways (the rank, or the server, closed it)
 				return
 			}
 		}
