@@ -118,6 +118,21 @@ func wantEachRank(t *testing.T, j *job, nranks int, format string) {
 	}
 }
 
+// releaseGate lets the MPICH job's rank 0 read its line from the FIFO gate (see mpiJob's
+// "wait") and waits for the job to exit 0.
+func releaseGate(t *testing.T, j *job, gate string) {
+	t.Helper()
+	w, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(w, "go")
+	w.Close()
+	if code := j.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
+	}
+}
+
 // gated starts ccrun with args in dir with a pipe as its stdin, which the ranks of the
 // job read to go on; release writes their line and closes it.
 func gated(t *testing.T, dir string, args ...string) (j *job, release func()) {
@@ -279,15 +294,7 @@ func TestTestbedMPICHPrivatePMI(t *testing.T) {
 				}
 			}
 			strangerOnCCRun(t, j)
-			w, err := os.OpenFile(gate, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fmt.Fprintln(w, "go")
-			w.Close()
-			if code := j.wait(t, 2*time.Minute); code != 0 {
-				t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
-			}
+			releaseGate(t, j, gate)
 			if strings.Contains(j.err.String(), "open TCP port") {
 				t.Errorf("PMI fell back to an open port:\n%s", j.err)
 			}
@@ -314,15 +321,7 @@ func TestE2ESlurmMPICHOpenPort(t *testing.T) {
 	open := regexp.MustCompile(`ccrun: PMI server: ranks on tb\d, tb\d reach it on an open TCP port, (10\.252\.0\.254:\d+), accepting 10\.252\.0\.\d, 10\.252\.0\.\d only \(host tb\d: no agent and no SSH connection to forward a port over; host tb\d: [^)]*\)\n`)
 	m := j.waitStderr(t, open, time.Minute)
 	impersonate(t, netip.MustParseAddrPort(m[1]))
-	w, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintln(w, "go")
-	w.Close()
-	if code := j.wait(t, 2*time.Minute); code != 0 {
-		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
-	}
+	releaseGate(t, j, gate)
 	wantEachRank(t, j, 4, "rank %d of 4\n")
 	if want := "ccrun: PMI server: dropped a connection from 10.252.0.254:"; strings.Count(j.err.String(), want) != 1 {
 		t.Errorf("stderr should say once %q:\n%s", want, j.err)
