@@ -37,7 +37,7 @@ var reserved = map[string]bool{
 	EnvRootAddr: true, EnvJobID: true, EnvJobSecret: true, EnvJobSecretFile: true,
 	"OMPI_COMM_WORLD_RANK": true, "OMPI_COMM_WORLD_SIZE": true, "OMPI_COMM_WORLD_NODE_RANK": true,
 	"OMPI_COMM_WORLD_LOCAL_RANK": true, "OMPI_COMM_WORLD_LOCAL_SIZE": true,
-	"PMI_RANK": true, "PMI_SIZE": true, EnvPMIPort: true, EnvPMIID: true, "MPI_LOCALRANKID": true, "MPI_LOCALNRANKS": true,
+	"PMI_RANK": true, "PMI_SIZE": true, EnvPMIPort: true, EnvPMIID: true, EnvPMIFD: true, "MPI_LOCALRANKID": true, "MPI_LOCALNRANKS": true,
 	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
 	"GROUP_RANK": true, "NODE_RANK": true, "GROUP_WORLD_SIZE": true,
 	"ROLE_RANK": true, "ROLE_WORLD_SIZE": true, "ROLE_NAME": true,
@@ -266,9 +266,6 @@ type JobEnv struct {
 	JobID string
 	// MasterAddr is rank 0's host as the other ranks reach it.
 	MasterAddr string
-	// PMIPort is the port of the job's PMI-1 server (launch/pmi), on the bootstrap root's
-	// host; 0: none, and no PMI_PORT.
-	PMIPort int
 	// MasterPort is the MASTER_PORT offered when the user gave none; 0: MasterPort(JobID).
 	MasterPort int
 	// NNodes is the number of hosts that run ranks (GROUP_WORLD_SIZE); 0: unknown, unset.
@@ -300,7 +297,7 @@ func RankEnv(base []string, job JobEnv, s Slot, rootAddr string) []string {
 		{EnvNodeRank, itoa(s.NodeRank)}, {EnvRootAddr, rootAddr}, {EnvJobID, job.JobID},
 		{"OMPI_COMM_WORLD_RANK", itoa(s.Rank)}, {"OMPI_COMM_WORLD_SIZE", itoa(job.NRanks)},
 		{"OMPI_COMM_WORLD_LOCAL_RANK", itoa(s.LocalRank)}, {"OMPI_COMM_WORLD_LOCAL_SIZE", itoa(s.LocalNRanks)},
-		{"PMI_RANK", itoa(s.Rank)}, {"PMI_SIZE", itoa(job.NRanks)}, {EnvPMIID, itoa(s.Rank)},
+		{"PMI_RANK", itoa(s.Rank)}, {"PMI_SIZE", itoa(job.NRanks)},
 		{"OMPI_COMM_WORLD_NODE_RANK", itoa(s.LocalRank)},                                 // Open MPI: the rank among the job's ranks on its node
 		{"MPI_LOCALRANKID", itoa(s.LocalRank)}, {"MPI_LOCALNRANKS", itoa(s.LocalNRanks)}, // Hydra
 		// torchrun: one worker group per node, one role ("default") spanning the job.
@@ -311,9 +308,6 @@ func RankEnv(base []string, job JobEnv, s Slot, rootAddr string) []string {
 		{"TORCHELASTIC_RUN_ID", job.JobID}, {"TORCHELASTIC_RESTART_COUNT", "0"}, {"TORCHELASTIC_MAX_RESTARTS", "0"},
 	} {
 		e.set(kv[0], kv[1])
-	}
-	if job.PMIPort > 0 {
-		e.set(EnvPMIPort, pmiPort(rootAddr, job.PMIPort))
 	}
 	if job.NNodes > 0 {
 		e.set("GROUP_WORLD_SIZE", itoa(job.NNodes))

@@ -73,7 +73,7 @@ func TestRankEnv(t *testing.T) {
 		"CC_RANK=5", "CC_NRANKS=8", "CC_LOCAL_RANK=1", "CC_LOCAL_NRANKS=4", "CC_NODE_RANK=1",
 		"CC_ROOT_ADDR=10.0.0.254:4000", "CC_JOB_ID=abc",
 		"OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
-		"PMI_RANK=5", "PMI_SIZE=8", "PMI_ID=5", "OMPI_COMM_WORLD_NODE_RANK=1", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=4",
+		"PMI_RANK=5", "PMI_SIZE=8", "OMPI_COMM_WORLD_NODE_RANK=1", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=4",
 		"WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4", "GROUP_RANK=1", "NODE_RANK=1",
 		"ROLE_RANK=5", "ROLE_WORLD_SIZE=8", "ROLE_NAME=default",
 		"TORCHELASTIC_RUN_ID=abc", "TORCHELASTIC_RESTART_COUNT=0", "TORCHELASTIC_MAX_RESTARTS=0",
@@ -85,14 +85,12 @@ func TestRankEnv(t *testing.T) {
 	if port < 20000 || port >= 30000 {
 		t.Errorf("MasterPort = %d, want 20000..29999", port)
 	}
-	// With a PMI server, PMI_PORT is on the root's host (IPv6 bracketed).
-	job.PMIPort = 4100
-	for root, want := range map[string]string{"10.0.0.254:4000": "PMI_PORT=10.0.0.254:4100", "[fd00::1]:4000": "PMI_PORT=[fd00::1]:4100"} {
-		if got := RankEnv(nil, job, s, root); !contains(got, want) {
-			t.Errorf("RankEnv with root %s: %v, want %s", root, got, want)
+	// The open PMI port, when there is one, is on the root's host (IPv6 bracketed).
+	for root, want := range map[string]string{"10.0.0.254:4000": "10.0.0.254:4100", "[fd00::1]:4000": "[fd00::1]:4100"} {
+		if got := pmiPort(root, 4100); got != want {
+			t.Errorf("pmiPort(%s, 4100) = %s, want %s", root, got, want)
 		}
 	}
-	job.PMIPort = 0
 	// A user-given MASTER_ADDR/MASTER_PORT is kept.
 	got = RankEnv([]string{"MASTER_ADDR=x", "MASTER_PORT=1"}, job, s, "r:1")
 	if !contains(got, "MASTER_ADDR=x") || !contains(got, "MASTER_PORT=1") || contains(got, "MASTER_ADDR=10.0.0.1") {

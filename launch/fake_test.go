@@ -253,3 +253,18 @@ func TestUnresponsiveRankAbandoned(t *testing.T) {
 		t.Errorf("rank 1: %+v, want abandoned after SIGKILL", st)
 	}
 }
+
+// runClean runs o, whose Remote runs f's fake ranks, and fails the test unless the job
+// ran and ended without a cause.
+func runClean(t *testing.T, o Options, f *fakeRemote) *Report {
+	t.Helper()
+	rep, err := Run(context.Background(), o)
+	f.wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Cause != nil {
+		t.Fatalf("cause %+v, want none", rep.Cause)
+	}
+	return rep
+}

@@ -144,14 +144,8 @@ func aliasJob(t *testing.T, o Options, f *fakeRemote) (vars map[int]string, plac
 		mu.Unlock()
 	}
 	o.Placed = func(s []Slot) { placed = s }
-	rep, err := Run(context.Background(), o)
-	f.wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Cause != nil {
-		t.Fatalf("cause %+v, want none", rep.Cause)
-	}
+	o.PMI = true
+	runClean(t, o, f)
 	return vars, placed, lb.String()
 }
 

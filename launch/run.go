@@ -107,6 +107,11 @@ type Options struct {
 	// CollNet, when set, starts the CollNet aggregation server before the
 	// ranks and supervises it with them (see CollNetServer).
 	CollNet *CollNetServer
+	// PMI serves the PMI-1 wire protocol to the ranks (an MPICH-family program, see
+	// launch/pmi): each rank gets a private connection to the job's PMI server (PMI_FD)
+	// or, where none can reach it, PMI_PORT (see servePMI). Without it the job has no
+	// PMI server and the ranks get neither.
+	PMI bool
 }
 
 // LocalHost is the host list of a job on this machine only: one slot per CPU ccrun may
@@ -233,17 +238,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := j.listen(); err != nil {
 		return nil, err
 	}
-	pmiSvc, err := j.servePMI()
-	if err != nil {
-		j.ln.Close()
-		return nil, err
+	if o.PMI {
+		if j.pmi, err = j.servePMI(); err != nil {
+			j.ln.Close()
+			return nil, err
+		}
 	}
-	j.pmi = pmiSvc
 	var srv *server
 	if o.CollNet != nil {
 		if srv, err = j.startServer(ctx); err != nil {
 			j.ln.Close()
-			pmiSvc.close()
+			j.closePMI()
 			return nil, err
 		}
 	}
@@ -257,7 +262,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 	s := newSupervisor(j, root.Events())
-	s.pmi = pmiSvc.srv.Events()
+	s.pmi = j.pmiEvents()
 	s.srv = srv
 	rep := s.run(ctx)
 	if srv != nil {
@@ -270,7 +275,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	stopRoot()
 	root.Close()
 	<-served
-	pmiSvc.close()
+	j.closePMI()
 	j.closeRemote() // unblocks Waits on hosts that stopped answering
 	s.wg.Wait()
 	return rep, nil
@@ -288,7 +293,7 @@ type job struct {
 	// rootHost maps a host to the address its ranks use for the root (without port).
 	rootHost   map[string]string
 	ln         net.Listener
-	pmi        *pmiService // the PMI-1 server, on the root's address
+	pmi        *pmiService // the PMI-1 server (Options.PMI), or nil
 	id, secret string
 	// masterPort is the MASTER_PORT offered when the user exported none (see pickMasterPort).
 	masterPort int
@@ -465,8 +470,7 @@ func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
 	if p := j.progOn[s.Host]; p != "" {
 		argv[0] = p
 	}
-	job := JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr(), MasterPort: j.masterPort, PMIPort: j.pmi.port,
-		NNodes: nodeCount(j.slots)}
+	job := JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr(), MasterPort: j.masterPort, NNodes: nodeCount(j.slots)}
 	env := RankEnv(j.base, job, s, j.rootAddr(s.Host))
 	dir, optional := j.o.Wdir, false
 	if dir == "" && !j.local[s.Host] {
@@ -474,7 +478,9 @@ func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
 			dir, optional = wd, true
 		}
 	}
-	return Spec{Slot: s, Argv: argv, Env: env, Dir: dir, DirOptional: optional, Secret: j.secret, Stdout: stdout, Stderr: stderr}
+	spec := Spec{Slot: s, Argv: argv, Env: env, Dir: dir, DirOptional: optional, Secret: j.secret, Stdout: stdout, Stderr: stderr}
+	j.pmiEnv(&spec, s)
+	return spec
 }
 
 // nodeCount is the number of hosts that run ranks.

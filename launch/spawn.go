@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,11 @@ type Spec struct {
 	// then reads EOF); nil means /dev/null. The spawner closes it, if it is an io.Closer,
 	// once the rank has ended, so that whoever feeds it stops.
 	Stdin io.Reader
+	// PMI, when set, gives the rank a private connection to the job's PMI server: the
+	// spawner makes a socketpair (on the rank's host), passes one end to the rank as an
+	// inherited descriptor named by PMI_FD, and, once the rank has started, calls PMI
+	// with ccrun's end (or a relay of it), which serves it.
+	PMI func(net.Conn)
 }
 
 // Exit is how a rank ended.
@@ -134,6 +140,17 @@ func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if spec.Secret != "" {
 		env = append(env, EnvJobSecret+"="+spec.Secret)
 	}
+	var pmiConn net.Conn
+	if spec.PMI != nil {
+		f, nc, err := pmiSocketpair()
+		if err != nil {
+			return nil, fmt.Errorf("start %s: PMI socketpair: %w", spec.Argv[0], err)
+		}
+		defer f.Close() // the rank has its copy once started
+		cmd.ExtraFiles = []*os.File{f}
+		env = append(env, EnvPMIFD+"=3") // ExtraFiles[0] is descriptor 3
+		pmiConn = nc
+	}
 	cmd.Env = env
 	cmd.Dir = spec.Dir
 	// Setpgid: own process group. Pdeathsig: if ccrun dies without tearing down (SIGKILL),
@@ -144,9 +161,34 @@ func (l Local) Start(ctx context.Context, spec Spec) (Proc, error) {
 		p.waitDelay = 2 * time.Second
 	}
 	if err := p.start(spec); err != nil {
+		if pmiConn != nil {
+			pmiConn.Close()
+		}
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
+	if pmiConn != nil {
+		spec.PMI(pmiConn)
+	}
 	return p, nil
+}
+
+// pmiSocketpair returns the rank's end of a new Unix socketpair, as a file to pass on,
+// and ccrun's end as a connection. Both are close-on-exec: no other child started
+// meanwhile inherits them.
+func pmiSocketpair() (*os.File, net.Conn, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	mine := os.NewFile(uintptr(fds[0]), "pmi")
+	defer mine.Close() // FileConn has its own copy
+	theirs := os.NewFile(uintptr(fds[1]), "pmi-rank")
+	nc, err := net.FileConn(mine)
+	if err != nil {
+		theirs.Close()
+		return nil, nil, err
+	}
+	return theirs, nc, nil
 }
 
 // LookProgram finds the program a local rank runs: a name without a slash in PATH, a path

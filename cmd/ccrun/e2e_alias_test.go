@@ -19,13 +19,17 @@ import (
 )
 
 // aliasScript prints a rank's per-node variables and the PMI_process_mapping it reads
-// from ccrun's PMI-1 server (bash's /dev/tcp; the same exchange as MPICH's simple PMI).
-const aliasScript = `exec 3<>/dev/tcp/${PMI_PORT%:*}/${PMI_PORT##*:}
-echo "cmd=initack pmiid=$PMI_ID" >&3
-for i in 1 2 3 4; do read -r l <&3; done
-echo cmd=get_my_kvsname >&3; read -r l <&3; kvs=${l##*kvsname=}
-echo "cmd=get kvsname=$kvs key=PMI_process_mapping" >&3; read -r l <&3; map=${l##*value=}
-echo cmd=finalize >&3; read -r l <&3
+// from ccrun's PMI-1 server (the same exchange as MPICH's simple PMI): over PMI_FD, or
+// over PMI_PORT with bash's /dev/tcp and the initack handshake.
+const aliasScript = `f=$PMI_FD
+if [ -z "$f" ]; then
+  f=3; exec 3<>/dev/tcp/${PMI_PORT%:*}/${PMI_PORT##*:}
+  echo "cmd=initack pmiid=$PMI_ID" >&3
+  for i in 1 2 3 4; do read -r l <&3; done
+fi
+echo cmd=get_my_kvsname >&$f; read -r l <&$f; kvs=${l##*kvsname=}
+echo "cmd=get kvsname=$kvs key=PMI_process_mapping" >&$f; read -r l <&$f; map=${l##*value=}
+echo cmd=finalize >&$f; read -r l <&$f
 echo "rank $CC_RANK on $(hostname): $CC_NODE_RANK $CC_LOCAL_RANK $CC_LOCAL_NRANKS $LOCAL_RANK $LOCAL_WORLD_SIZE" \
   "$GROUP_RANK $NODE_RANK $GROUP_WORLD_SIZE $OMPI_COMM_WORLD_LOCAL_RANK $OMPI_COMM_WORLD_LOCAL_SIZE" \
   "$OMPI_COMM_WORLD_NODE_RANK $MPI_LOCALRANKID $MPI_LOCALNRANKS $map"`
@@ -70,7 +74,7 @@ func TestE2ERemoteAliases(t *testing.T) {
 	for _, mode := range teardownModes {
 		for _, tt := range tests {
 			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
-				args := append([]string{"--ssh-config", cfg, "-v", "--display-map"}, mode.args...)
+				args := append([]string{"--ssh-config", cfg, "-v", "--display-map", "--pmi"}, mode.args...)
 				args = append(append(args, tt.args...), "bash", "-c", aliasScript)
 				cmd := exec.Command(bin, args...)
 				var out, errb syncBuf

@@ -131,9 +131,21 @@ func (j *job) wait(t *testing.T, limit time.Duration) int {
 // waitOutput waits until stdout matches re, at most limit.
 func (j *job) waitOutput(t *testing.T, re *regexp.Regexp, limit time.Duration) []string {
 	t.Helper()
+	return j.waitStream(t, j.out, re, limit)
+}
+
+// waitStderr waits until stderr matches re, at most limit.
+func (j *job) waitStderr(t *testing.T, re *regexp.Regexp, limit time.Duration) []string {
+	t.Helper()
+	return j.waitStream(t, j.err, re, limit)
+}
+
+// waitStream waits until the stream collected in b matches re, at most limit.
+func (j *job) waitStream(t *testing.T, b *syncBuf, re *regexp.Regexp, limit time.Duration) []string {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		if m := re.FindStringSubmatch(j.out.String()); m != nil {
+		if m := re.FindStringSubmatch(b.String()); m != nil {
 			return m
 		}
 		select {

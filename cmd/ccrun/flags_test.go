@@ -233,7 +233,7 @@ func TestOuterLauncherEnv(t *testing.T) {
 			"MASTER_ADDR":          "127.0.0.1",
 			"OMPI_COMM_WORLD_RANK": rs, "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": rs,
 			"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": rs,
-			"PMI_RANK": rs, "PMI_SIZE": "2", "PMI_ID": rs, "MPI_LOCALRANKID": rs, "MPI_LOCALNRANKS": "2",
+			"PMI_RANK": rs, "PMI_SIZE": "2", "MPI_LOCALRANKID": rs, "MPI_LOCALNRANKS": "2",
 			"SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "j", // the allocation stays
 		}
 		for k, v := range want {
@@ -242,18 +242,22 @@ func TestOuterLauncherEnv(t *testing.T) {
 			}
 		}
 		for _, k := range []string{"PMIX_RANK", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_num_procs", "OMPI_UNIVERSE_SIZE",
-			"PMI_FD", "HYDRA_CONTROL_FD", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
+			"PMI_FD", "PMI_PORT", "PMI_ID", "HYDRA_CONTROL_FD", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
 			"SLURM_NTASKS", "SLURM_STEP_ID", "TORCHELASTIC_USE_AGENT_STORE"} {
 			if v, ok := e[k]; ok {
 				t.Errorf("rank %d: %s=%q leaked from the outer launcher", r, k, v)
 			}
 		}
-		// PMI_PORT is ccrun's own PMI-1 server (launch/pmi), never the outer "h:1".
-		if !strings.HasPrefix(e["PMI_PORT"], "127.0.0.1:") {
-			t.Errorf("rank %d: PMI_PORT=%q, want ccrun's PMI server on 127.0.0.1", r, e["PMI_PORT"])
-		}
 		if e["MASTER_PORT"] == "29500" || e["MASTER_PORT"] != envs[0]["MASTER_PORT"] {
 			t.Errorf("rank %d: MASTER_PORT=%q: want ccrun's (torchrun's 29500 is its store), the same on every rank", r, e["MASTER_PORT"])
+		}
+	}
+	// With a PMI server (--pmi), PMI_FD is ccrun's own socketpair, never the outer 7.
+	envs, _ = rankEnv(t, baseEnviron(t, outer...), "-np", "2", "--oversubscribe", "--pmi")
+	for r, e := range envs {
+		_, port := e["PMI_PORT"]
+		if e["PMI_FD"] != "3" || port {
+			t.Errorf("--pmi: rank %d: PMI_FD=%q, PMI_PORT=%q; want ccrun's PMI_FD=3 and no PMI_PORT", r, e["PMI_FD"], e["PMI_PORT"])
 		}
 	}
 }

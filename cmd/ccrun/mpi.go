@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/seed-760dd1f1/cc/launch"
 	"github.com/seed-760dd1f1/cc/launch/pmi"
 )
@@ -25,4 +27,37 @@ func checkMPI(o *Options, argv []string, nranks int) error {
 	}
 	return usagef("%s is an Open MPI program (it links %s): ccrun serves MPICH's PMI-1, not Open MPI's PMIx, so each of its %d ranks would run alone as a 1-rank MPI job; run it with Open MPI's mpirun, rebuild it with mpicc.mpich, or add --allow-singletons to run it anyway",
 		argv[0], lib, nranks)
+}
+
+// speaksPMI reports whether the job gets a PMI-1 server, and why in words for -v: with
+// --pmi, or when the program links the MPICH ABI (read where local ranks will find it, as
+// checkMPI does). Any other program (no MPI, Open MPI, a script, a program not present
+// here) gets none: nothing listens for it and its ranks get no PMI_FD or PMI_PORT.
+func speaksPMI(o *Options, argv []string) (bool, string) {
+	if o.PMI {
+		return true, "--pmi"
+	}
+	path, err := launch.LookProgram(argv[0], o.Wdir)
+	if err != nil {
+		return false, "the program is not on this machine to inspect; --pmi serves an MPICH program anyway"
+	}
+	flavor, _, err := pmi.Inspect(path)
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case flavor == pmi.MPICH:
+		return true, "an MPICH program"
+	}
+	return false, fmt.Sprintf("%s is %s; --pmi serves a script or wrapper that starts an MPICH program", argv[0], flavorName(flavor))
+}
+
+// flavorName reads "not an ELF program", "no MPI program", "an Open MPI program".
+func flavorName(f pmi.Flavor) string {
+	switch f {
+	case pmi.Unknown:
+		return "not an ELF program"
+	case pmi.NoMPI:
+		return "no MPI program"
+	}
+	return "an " + f.String() + " program"
 }

@@ -20,7 +20,9 @@ import (
 // mpiJob is the test program: MPI_Init, print the rank, MPI_Barrier, MPI_Finalize.
 // "abort R CODE" makes rank R call MPI_Abort(MPI_COMM_WORLD, CODE) before the barrier;
 // "exit R CODE" makes it _exit(CODE) there, inside MPI, without MPI_Finalize; "skip R
-// CODE" makes it return CODE before MPI_Init.
+// CODE" makes it return CODE before MPI_Init. "wait [FILE]" makes every rank print how it
+// reached PMI, and rank 0 read a line of its stdin (or of FILE, a FIFO), after MPI_Init
+// and before the barrier.
 const mpiJob = `#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,17 @@ int main(int argc, char **argv) {
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	printf("rank %d of %d\n", rank, size);
 	fflush(stdout);
+	if ((argc == 2 || argc == 3) && strcmp(argv[1], "wait") == 0) {
+		char line[64];
+		FILE *gate = stdin;
+		printf("pmi of rank %d: PMI_FD=%s PMI_PORT=%s\n", rank,
+			getenv("PMI_FD") ? getenv("PMI_FD") : "unset", getenv("PMI_PORT") ? getenv("PMI_PORT") : "unset");
+		fflush(stdout);
+		if (rank == 0 && argc == 3)
+			gate = fopen(argv[2], "r"); /* a FIFO: blocks until the test opens it */
+		if (rank == 0 && (!gate || !fgets(line, sizeof line, gate)))
+			return 5;
+	}
 	if (argc == 4 && atoi(argv[2]) == rank) {
 		if (strcmp(argv[1], "abort") == 0)
 			MPI_Abort(MPI_COMM_WORLD, atoi(argv[3]));

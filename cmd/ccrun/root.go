@@ -47,10 +47,12 @@ type Options struct {
 	Launcher      string
 	// AllowSingletons runs an Open MPI program anyway (see checkMPI).
 	AllowSingletons bool
-	NoAgent         bool
-	Stdin           string
-	CollNet         string // --collnet-server: the host of the aggregation server, "" for none
-	CollNetServe    string // the hidden server mode's listen address
+	// PMI serves PMI-1 to any program, not only to one ccrun detects as MPICH (see speaksPMI).
+	PMI          bool
+	NoAgent      bool
+	Stdin        string
+	CollNet      string // --collnet-server: the host of the aggregation server, "" for none
+	CollNetServe string // the hidden server mode's listen address
 
 	SSHPort         int
 	SSHUser         string
@@ -97,6 +99,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.NoAgent, "no-agent", false, "start each remote rank in an SSH session of its own instead of through one ccrun agent per host")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
 	fs.BoolVar(&o.AllowSingletons, "allow-singletons", false, "run an Open MPI (PMIx) program anyway, each rank as a 1-rank MPI job (ccrun serves MPICH's PMI-1 only)")
+	fs.BoolVar(&o.PMI, "pmi", false, "serve PMI-1 to the ranks even when the program is not one ccrun recognizes as MPICH (a script or wrapper that starts one, a program not on this machine)")
 	fs.StringVar(&o.CollNet, "collnet-server", "", "start the CollNet aggregation server on HOST (--collnet-server=HOST; alone: this machine) and give ranks CC_COLLNET_SERVER; ranks use it with NCCL_COLLNET_ENABLE=1")
 	fs.Lookup("collnet-server").NoOptDefVal = collnetHere
 	// The server's own process: ccrun starts itself in this mode (a flag, not a
@@ -142,8 +145,8 @@ and CC_* variable of ccrun's environment (see --forward-prefix) and what -x and
 ...) never reach the ranks.
 
 MPI programs built with MPICH (or Intel MPI, MVAPICH) run as one job: ccrun
-serves them PMI-1 (PMI_PORT, PMI_ID). Open MPI programs, which want PMIx, are
-refused unless --allow-singletons.
+serves them PMI-1 (PMI_FD: a private socketpair; --pmi for a script that starts
+one). Open MPI programs, which want PMIx, are refused unless --allow-singletons.
 
 Ctrl-C, SIGTERM or SIGHUP ends the job (SIGTERM to every rank's process group,
 --grace, SIGKILL); a second one SIGKILLs every rank at once. A closed output pipe

@@ -160,6 +160,13 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 	if err := checkMPI(o, argv, len(slots)); err != nil {
 		return err
 	}
+	var why string
+	lo.PMI, why = speaksPMI(o, argv)
+	if lo.PMI {
+		logf("PMI-1 server: on (%s)", why)
+	} else {
+		logf("PMI-1 server: off (%s)", why)
+	}
 	for _, name := range launch.UnsetX(environ, lo.Env) {
 		flag := "-x " + name
 		if !slices.Contains(o.X, name) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -427,6 +429,7 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add(frame(tHello, `{"magic":"ccrun-agent","version":1}`))
 	f.Add(append(frame(tOutput, "\x00\x00\x00\x01\x01abc"), 0, 0))
 	f.Add([]byte("Welcome\n"))
+	f.Add(append(frame(tPMI, "\x00\x00\x00\x02cmd=init pmi_version=1\n"), frame(tPMIEOF, "\x00\x00\x00\x02")...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr := newFrameReader(bytes.NewReader(b))
 		for range 64 {
@@ -454,8 +457,64 @@ func TestHelloCarriesHostID(t *testing.T) {
 	const boot = "5a3c8f0e-1b2d-4c6e-9f70-8a1b2c3d4e5f"
 	for _, tt := range []struct{ boot string }{{boot}, {""}} {
 		p := startPairWith(t, ServeOptions{Environ: os.Environ(), Host: "testhost", BootID: tt.boot})
-		if want := (Info{Host: "testhost", Pid: os.Getpid(), BootID: tt.boot}); p.c.Agent != want {
+		if want := (Info{Host: "testhost", Pid: os.Getpid(), BootID: tt.boot, PMI: true}); p.c.Agent != want {
 			t.Errorf("boot id %q: Agent = %+v, want %+v", tt.boot, p.c.Agent, want)
 		}
+	}
+}
+
+// TestAgentRelaysPMI: a rank started with Spec.PMI gets PMI_FD on the agent's host; what
+// it writes there reaches the connection ccrun's side hands to Spec.PMI and back, and
+// the rank's end reaches it as EOF.
+func TestAgentRelaysPMI(t *testing.T) {
+	p := startPair(t)
+	if !p.c.Agent.PMI {
+		t.Fatal("the agent's hello does not offer the PMI relay")
+	}
+	handed := make(chan net.Conn, 1)
+	sp, out, errb := spec(0, "sh", "-c", `echo "ping on fd $PMI_FD" >&$PMI_FD; read l <&$PMI_FD; echo "got $l"`)
+	sp.PMI = func(nc net.Conn) { handed <- nc }
+	proc, err := p.c.Start(context.Background(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := <-handed // Start hands it over before it returns
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(time.Minute)) // hang guard
+	br := bufio.NewReader(nc)
+	if line, err := br.ReadString('\n'); err != nil || line != "ping on fd 3\n" {
+		t.Fatalf("read %q (%v), want %q", line, err, "ping on fd 3\n")
+	}
+	io.WriteString(nc, "pong\n")
+	if ex := proc.Wait(); ex.Failed() {
+		t.Fatalf("rank: %v; stderr %q", ex, errb)
+	}
+	if out.String() != "got pong\n" {
+		t.Errorf("stdout %q, want %q", out, "got pong\n")
+	}
+	if b, err := br.ReadString('\n'); err != io.EOF {
+		t.Errorf("after the rank's end read %q (%v), want EOF", b, err)
+	}
+}
+
+// TestAgentRelaysPMIClose: when ccrun's PMI server closes a rank's connection (it refused
+// something, or the job ends), the rank reads EOF on its PMI_FD.
+func TestAgentRelaysPMIClose(t *testing.T) {
+	p := startPair(t)
+	handed := make(chan net.Conn, 1)
+	sp, out, errb := spec(0, "sh", "-c", `read l <&$PMI_FD; echo "read rc=$? l=$l"`)
+	sp.PMI = func(nc net.Conn) { handed <- nc }
+	proc, err := p.c.Start(context.Background(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := <-handed
+	io.WriteString(nc, "partial") // no newline: then EOF
+	nc.Close()
+	if ex := proc.Wait(); ex.Failed() {
+		t.Fatalf("rank: %v; stderr %q", ex, errb)
+	}
+	if want := "read rc=1 l=partial\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out, want)
 	}
 }

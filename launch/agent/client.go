@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,8 +32,9 @@ type Conn struct {
 	mu      sync.Mutex
 	starts  map[int]chan startedMsg
 	procs   map[int]*remoteProc
-	err     error         // why the stream ended; set once, under mu, before done closes
-	done    chan struct{} // closed when the stream has ended
+	pmi     map[int]*pmiRelay // ranks whose PMI connection the agent relays
+	err     error             // why the stream ended; set once, under mu, before done closes
+	done    chan struct{}     // closed when the stream has ended
 	wg      sync.WaitGroup
 	closeMu sync.Once
 }
@@ -48,7 +50,7 @@ type Conn struct {
 func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Closer, keepalive time.Duration, ended func(error) error) (*Conn, error) {
 	cn := &Conn{
 		host: host, fw: &frameWriter{w: w}, fr: newFrameReader(r), closer: c, ended: ended,
-		starts: map[int]chan startedMsg{}, procs: map[int]*remoteProc{}, done: make(chan struct{}),
+		starts: map[int]chan startedMsg{}, procs: map[int]*remoteProc{}, pmi: map[int]*pmiRelay{}, done: make(chan struct{}),
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	sent := make(chan error, 1)
@@ -69,7 +71,7 @@ func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Close
 		c.Close()
 		return nil, &Error{Host: host, Err: err}
 	}
-	cn.Agent = Info{Host: h.Host, Pid: h.Pid, BootID: h.BootID}
+	cn.Agent = Info{Host: h.Host, Pid: h.Pid, BootID: h.BootID, PMI: h.PMI}
 	cn.wg.Go(cn.read)
 	if keepalive > 0 {
 		cn.wg.Go(func() { cn.ping(keepalive) })
@@ -98,6 +100,8 @@ type Info struct {
 	// BootID is its host's boot id: with Host, the host's hw.HostID ("" from an agent
 	// older than the field).
 	BootID string
+	// PMI: it relays its ranks' PMI connections (PMI_FD; false from an older agent).
+	PMI bool
 }
 
 // Error is an agent that could not be reached on a host: ccrun falls back to a session
@@ -130,6 +134,9 @@ func (c *Conn) read() {
 	close(c.done)
 	procs := c.procs
 	c.procs = map[int]*remoteProc{}
+	for _, r := range c.pmi {
+		r.close()
+	}
 	c.mu.Unlock()
 	for _, p := range procs {
 		p.end(launch.Exit{Err: err})
@@ -171,6 +178,8 @@ func (c *Conn) handle(typ byte, p []byte) error {
 		if pr := c.proc(rank); pr != nil && pr.window != nil {
 			pr.window.ack(int(binary.BigEndian.Uint32(b)))
 		}
+	case tPMI, tPMIEOF:
+		return deliverPMI(typ, p, &c.mu, c.pmi)
 	case tExit:
 		var m exitMsg
 		if err := decodeJSON(typ, p, &m); err != nil {
@@ -216,12 +225,25 @@ func (c *Conn) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error)
 	}
 	c.starts[rank] = ch
 	c.procs[rank] = p
+	// The rank's PMI bytes may come before the agent's answer: the relay is ready first.
+	var server net.Conn
+	relayPMI := spec.PMI != nil && c.Agent.PMI
+	if relayPMI {
+		var mine net.Conn
+		mine, server = net.Pipe()
+		c.pmi[rank] = newPMIRelay(c.fw, rank, mine, &c.wg)
+	}
 	c.mu.Unlock()
 	err := c.fw.json(tStart, startMsg{Rank: rank, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir,
-		DirOptional: spec.DirOptional, Secret: spec.Secret, Stdin: spec.Stdin != nil})
+		DirOptional: spec.DirOptional, Secret: spec.Secret, Stdin: spec.Stdin != nil, PMI: relayPMI})
 	if err == nil {
 		select {
 		case m := <-ch:
+			if relayPMI && m.Pid != 0 {
+				spec.PMI(server)
+			} else if relayPMI {
+				c.dropPMI(rank, server)
+			}
 			return c.started(p, m, spec.Stdin), nil
 		case <-c.done:
 			err = c.err
@@ -237,6 +259,9 @@ func (c *Conn) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error)
 				case <-c.done:
 				}
 			})
+			if relayPMI {
+				c.dropPMI(rank, server)
+			}
 			return nil, fmt.Errorf("host %s: start: %w", c.host, context.Cause(ctx))
 		}
 	}
@@ -244,7 +269,20 @@ func (c *Conn) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error)
 	delete(c.starts, rank)
 	delete(c.procs, rank)
 	c.mu.Unlock()
+	if relayPMI {
+		c.dropPMI(rank, server)
+	}
 	return nil, fmt.Errorf("host %s: start: %w", c.host, err)
+}
+
+// dropPMI ends the relay of a rank that did not start, and the server's end of it.
+func (c *Conn) dropPMI(rank int, server net.Conn) {
+	c.mu.Lock()
+	r := c.pmi[rank]
+	delete(c.pmi, rank)
+	c.mu.Unlock()
+	r.close()
+	server.Close()
 }
 
 // started completes a start with the agent's answer.

@@ -25,7 +25,9 @@
 // line), signal, stdin and stdin-EOF frames; the agent answers started (pid, or the
 // 127/126 status of a missing program or directory), output (rank, stream, bytes: line
 // boundaries are restored by ccrun's per-rank line writers, as for any rank), exit, and
-// stdin acknowledgements. Stdin is flow-controlled: ccrun keeps at most 256 KiB per rank
+// stdin acknowledgements; a rank started for a PMI job gets PMI_FD, a socketpair whose
+// other end the agent relays to ccrun's PMI server as pmi and pmi-EOF frames both ways
+// (pmi.go). Stdin is flow-controlled: ccrun keeps at most 256 KiB per rank
 // unacknowledged, so a rank that does not read its stdin costs its agent no more.
 //
 // A stream that ends while ranks run is a lost host: every rank still running reports

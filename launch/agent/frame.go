@@ -33,7 +33,7 @@ const (
 )
 
 // Frame types. ccrun sends hello, start, signal, stdin, stdinEOF and ping; the agent sends
-// hello, started, output, exit and stdinAck.
+// hello, started, output, exit and stdinAck; both send pmi and pmiEOF.
 const (
 	tHello    byte = 1 + iota // helloMsg
 	tStart                    // startMsg
@@ -45,6 +45,8 @@ const (
 	tStdinEOF                 // rank
 	tStdinAck                 // rank, count (4 bytes)
 	tPing                     // empty: ccrun is alive (see helloMsg.KeepaliveMs)
+	tPMI                      // both ways: rank, bytes of its PMI connection (see pmiRelay)
+	tPMIEOF                   // both ways: rank; that end of its PMI connection closed
 )
 
 // Streams of an output frame.
@@ -70,6 +72,9 @@ type helloMsg struct {
 	// hears nothing for keepaliveMissed times as long ends the session, as if it had
 	// ended, even when the connection is cut and sshd has not noticed yet. 0: no pings.
 	KeepaliveMs int64 `json:"keepalive_ms,omitempty"`
+	// PMI (the agent's hello): the agent relays a rank's PMI connection (startMsg.PMI).
+	// Added within version 1: ccrun gives an older agent's ranks PMI_PORT instead.
+	PMI bool `json:"pmi,omitempty"`
 }
 
 // keepaliveMissed is how many keepalive intervals of silence end an agent's session
@@ -85,6 +90,9 @@ type startMsg struct {
 	DirOptional bool     `json:"dir_optional,omitempty"`
 	Secret      string   `json:"secret,omitempty"`
 	Stdin       bool     `json:"stdin,omitempty"` // tStdin frames follow; else /dev/null
+	// PMI: give the rank PMI_FD, a socketpair whose other end the agent relays in tPMI
+	// and tPMIEOF frames.
+	PMI bool `json:"pmi,omitempty"`
 }
 
 // startedMsg answers a start: the pid, or the status and message of a rank that could not

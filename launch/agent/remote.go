@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -201,6 +202,24 @@ func (r *SSH) HostID(ctx context.Context, host string) (hw.HostID, error) {
 	}
 	return r.sp.HostID(ctx, host)
 }
+
+// PMIFD reports whether host's ranks start through an agent that relays their PMI
+// connections (launch.PMIRelay): they get PMI_FD, and ccrun opens no port for them.
+func (r *SSH) PMIFD(host string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.conns[host]
+	return c != nil && c.Agent.PMI
+}
+
+// ListenPMI opens a port on host's loopback forwarded to ccrun over its SSH connection
+// (launch.PMIForwarder), for the ranks of a host without an agent.
+func (r *SSH) ListenPMI(host string) (net.Listener, error) { return r.sp.ListenLoopback(host) }
+
+var (
+	_ launch.PMIRelay     = (*SSH)(nil)
+	_ launch.PMIForwarder = (*SSH)(nil)
+)
 
 // HasAgent reports whether host's ranks start through an agent.
 func (r *SSH) HasAgent(host string) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -42,7 +43,8 @@ type server struct {
 
 	mu     sync.Mutex
 	ranks  map[int]*agentRank
-	ending bool // the session ended: kill what starts from now on
+	pmi    map[int]*pmiRelay // by rank, from the rank's start (before ranks has it)
+	ending bool              // the session ended: kill what starts from now on
 	wg     sync.WaitGroup
 }
 
@@ -65,8 +67,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, o ServeOptions) err
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	s := &server{o: o, fw: &frameWriter{w: out}, ranks: map[int]*agentRank{}}
-	if err := s.fw.json(tHello, helloMsg{Magic: magic, Version: Version, Host: o.Host, Pid: os.Getpid(), BootID: o.BootID}); err != nil {
+	s := &server{o: o, fw: &frameWriter{w: out}, ranks: map[int]*agentRank{}, pmi: map[int]*pmiRelay{}}
+	if err := s.fw.json(tHello, helloMsg{Magic: magic, Version: Version, Host: o.Host, Pid: os.Getpid(), BootID: o.BootID, PMI: true}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
 	fr := newFrameReader(in)
@@ -152,6 +154,8 @@ func (s *server) handle(typ byte, p []byte) error {
 			r.proc.Signal(syscall.Signal(m.Signal))
 		}
 	case tPing:
+	case tPMI, tPMIEOF:
+		return deliverPMI(typ, p, &s.mu, s.pmi)
 	case tStdin, tStdinEOF:
 		rank, _, b, err := decodeData(typ, p, false)
 		if err != nil {
@@ -209,6 +213,13 @@ func (s *server) start(m startMsg) {
 		r.stdin = newStdinQueue(s.fw, m.Rank)
 		spec.Stdin = r.stdin.pr
 	}
+	if m.PMI {
+		spec.PMI = func(nc net.Conn) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.pmi[m.Rank] = newPMIRelay(s.fw, m.Rank, nc, &s.wg)
+		}
+	}
 	p, err := launch.Local{Environ: s.o.Environ}.Start(context.Background(), spec)
 	if err != nil {
 		if r.stdin != nil {
@@ -249,6 +260,9 @@ func (s *server) shutdown() {
 	procs := make([]launch.Proc, 0, len(s.ranks))
 	for _, r := range s.ranks {
 		procs = append(procs, r.proc)
+	}
+	for _, r := range s.pmi {
+		r.close() // ccrun is gone: a rank's MPI call fails instead of waiting
 	}
 	s.mu.Unlock()
 	if len(procs) > 0 {
@@ -299,12 +313,14 @@ func (w *outWriter) Write(p []byte) (int, error) {
 
 // stdinQueue holds the stdin bytes ccrun sent one rank and feeds them to the rank's pipe,
 // acknowledging each chunk once written, so that ccrun sends more: ccrun keeps at most
-// stdinWindow bytes unacknowledged, so the queue never holds more.
+// stdinWindow bytes unacknowledged, so the queue never holds more. A PMI relay uses one
+// without acknowledgements (see pmiRelay).
 type stdinQueue struct {
 	fw     *frameWriter
 	rank   int
 	pr     *io.PipeReader
-	pw     *io.PipeWriter
+	w      io.WriteCloser // the rank's stdin pipe, or a PMI connection
+	ack    bool           // send tStdinAck for what is written
 	mu     sync.Mutex
 	cond   *sync.Cond
 	q      [][]byte
@@ -314,7 +330,14 @@ type stdinQueue struct {
 
 func newStdinQueue(fw *frameWriter, rank int) *stdinQueue {
 	pr, pw := io.Pipe()
-	sq := &stdinQueue{fw: fw, rank: rank, pr: pr, pw: pw}
+	sq := newQueue(fw, rank, pw, true)
+	sq.pr = pr
+	return sq
+}
+
+// newQueue returns a queue that feeds w, acknowledging what it writes if ack.
+func newQueue(fw *frameWriter, rank int, w io.WriteCloser, ack bool) *stdinQueue {
+	sq := &stdinQueue{fw: fw, rank: rank, w: w, ack: ack}
 	sq.cond = sync.NewCond(&sq.mu)
 	return sq
 }
@@ -347,7 +370,7 @@ func (sq *stdinQueue) close() {
 // feed writes the queue to the rank's pipe until it is closed and empty, or until the
 // rank stops reading.
 func (sq *stdinQueue) feed() {
-	defer sq.pw.Close()
+	defer sq.w.Close()
 	for {
 		sq.mu.Lock()
 		for len(sq.q) == 0 && !sq.closed {
@@ -361,12 +384,14 @@ func (sq *stdinQueue) feed() {
 		sq.q = sq.q[1:]
 		sq.held -= len(b)
 		sq.mu.Unlock()
-		if _, err := sq.pw.Write(b); err != nil {
+		if _, err := sq.w.Write(b); err != nil {
 			sq.mu.Lock() // the rank's stdin is gone: drop what comes
 			sq.closed, sq.q, sq.held = true, nil, 0
 			sq.mu.Unlock()
 			return
 		}
-		sq.fw.data(tStdinAck, sq.rank, 0, binary.BigEndian.AppendUint32(nil, uint32(len(b))))
+		if sq.ack {
+			sq.fw.data(tStdinAck, sq.rank, 0, binary.BigEndian.AppendUint32(nil, uint32(len(b))))
+		}
 	}
 }

@@ -3,10 +3,12 @@
 // MVAPICH — speak with Hydra's mpiexec), and the check that tells an MPICH program from
 // an Open MPI one, which wants PMIx instead.
 //
-// A rank finds the server through its environment, as under Hydra with -pmi-port:
+// A rank finds the server through its environment, as under Hydra: a local rank (and a
+// remote one an agent relays) has a private socketpair end, which the launcher hands the
+// server with ServeConn; a rank reaching it over TCP (Serve) has its address and id:
 //
-//	PMI_PORT=127.0.0.1:41234   (remote ranks: ccrun's address on their SSH connection)
-//	PMI_ID=3 PMI_RANK=3 PMI_SIZE=4
+//	PMI_FD=3 PMI_RANK=3 PMI_SIZE=4                          (no handshake: the fd is rank 3's)
+//	PMI_PORT=10.0.0.254:41234 PMI_ID=3 PMI_RANK=3 PMI_SIZE=4 (handshake: cmd=initack pmiid=3)
 //
 // and MPI_Init then talks, one line each way:
 //
@@ -24,14 +26,15 @@
 //	-> cmd=finalize                 <- cmd=finalize_ack
 //
 // getbyidx, get_universe_size and abort are served too. What is not: PMI-2 (cmd=init
-// pmi_version=2, or its length-prefixed cmd=fullinit), MPI_Comm_spawn (mcmd=spawn), name
-// publishing, and PMI_FD (a socketpair end): such a connection is closed with one log line,
-// and the rank's MPI_Init or call fails.
+// pmi_version=2, or its length-prefixed cmd=fullinit), MPI_Comm_spawn (mcmd=spawn) and name
+// publishing: such a connection is closed with one log line, and the rank's MPI_Init or
+// call fails.
 //
 // Every connection is one goroutine. A rank that sends abort, or whose connection ends
 // before finalize, or that sends something the server does not serve, produces one Event;
 // the launcher ends the job on it (Server.Events). Close drops every connection, so a
 // rank blocked in a barrier gets an error instead of waiting forever, and waits for the
-// goroutines. PMI-1 has no authenticator: anyone who can reach the port may claim a
-// PMI_ID not yet connected; each PMI_ID is accepted once.
+// goroutines. PMI-1 has no authenticator: anyone who can reach a port may claim a PMI_ID
+// not yet connected and not Reserved for a private connection; each PMI_ID is accepted
+// once. The launcher keeps ports off routable addresses where it can.
 package pmi

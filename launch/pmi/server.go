@@ -83,16 +83,18 @@ func (e *LostError) Error() string {
 
 func (e *LostError) Unwrap() error { return e.Err }
 
-// Server serves the PMI-1 wire protocol to one job's ranks over TCP (PMI_PORT).
+// Server serves the PMI-1 wire protocol to one job's ranks: over connections handed to it
+// (ServeConn: PMI_FD) and over TCP (Serve: PMI_PORT).
 type Server struct {
 	cfg    Config
 	events chan Event
 
 	mu      sync.Mutex
-	ln      net.Listener
+	lns     []net.Listener
 	closed  bool
 	conns   map[*conn]bool
 	claimed []bool // PMI_ID r has connected
+	private []bool // rank r connects through ServeConn only (Reserve)
 	done    []bool // rank r produced its event
 	gone    []bool // rank r's process has ended (Exited)
 	kvs     map[string]string
@@ -104,9 +106,13 @@ type Server struct {
 
 // conn is one client connection; rank is -1 until its cmd=initack.
 type conn struct {
-	nc        net.Conn
-	peer      string
-	rank      int
+	nc      net.Conn
+	peer    string
+	rank    int
+	private bool // a ServeConn connection
+	// spoke: a message came; a private connection that closes before any is a rank
+	// that never used PMI (it exited before MPI_Init, or is no MPI program).
+	spoke     bool
 	finalized bool
 	aborted   bool
 	wmu       sync.Mutex
@@ -122,6 +128,7 @@ func NewServer(cfg Config) *Server {
 		events:  make(chan Event, cfg.NRanks), // at most one per rank: sends never block
 		conns:   map[*conn]bool{},
 		claimed: make([]bool, cfg.NRanks),
+		private: make([]bool, cfg.NRanks),
 		done:    make([]bool, cfg.NRanks),
 		gone:    make([]bool, cfg.NRanks),
 		kvs:     map[string]string{},
@@ -133,7 +140,8 @@ func NewServer(cfg Config) *Server {
 func (s *Server) Events() <-chan Event { return s.events }
 
 // Serve accepts connections on ln until Close, serving each in its own goroutine. It
-// returns nil after Close, or the accept error.
+// returns nil after Close, or the accept error. A server may serve several listeners at
+// once, each with its own Serve.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -141,7 +149,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.ln = ln
+	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	for {
 		nc, err := ln.Accept()
@@ -154,21 +162,65 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("pmi: accept: %w", err)
 		}
-		c := &conn{nc: nc, peer: nc.RemoteAddr().String(), rank: -1}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			nc.Close()
+		if !s.start(&conn{nc: nc, peer: nc.RemoteAddr().String(), rank: -1}) {
 			return nil
 		}
-		s.conns[c] = true
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			s.serveConn(c)
-		}()
 	}
+}
+
+// ServeConn serves rank's end of a private connection (a PMI_FD socketpair, a stream an
+// agent relays) in its own goroutine, until Close. The connection is rank's already:
+// the client sends no cmd=initack (MPICH's simple PMI skips it under PMI_FD and reads
+// PMI_RANK and PMI_SIZE from its environment) and starts with cmd=init. A rank is
+// served once: a second connection for it is refused.
+func (s *Server) ServeConn(nc net.Conn, rank int) {
+	c := &conn{nc: nc, peer: fmt.Sprintf("PMI_FD of rank %d", rank), rank: -1, private: true}
+	if rank < 0 || rank >= s.cfg.NRanks || !s.claim(rank) {
+		s.refuse(c, fmt.Errorf("rank %d is not a rank of this job or is already connected", rank))
+		nc.Close()
+		return
+	}
+	c.rank = rank
+	s.start(c)
+}
+
+// start serves c in its own goroutine; false (and c closed) once the server is closed.
+func (s *Server) start(c *conn) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.nc.Close()
+		return false
+	}
+	s.conns[c] = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.serveConn(c)
+	}()
+	return true
+}
+
+// Reserve makes rank r's PMI_ID unclaimable by cmd=initack: the rank connects through
+// ServeConn, and a stranger who reaches a PMI port cannot take its place first.
+func (s *Server) Reserve(r int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r >= 0 && r < s.cfg.NRanks {
+		s.private[r] = true
+	}
+}
+
+// claim marks PMI_ID r connected; false if it already was.
+func (s *Server) claim(r int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimed[r] {
+		return false
+	}
+	s.claimed[r] = true
+	return true
 }
 
 // Close stops accepting, closes every connection (a rank still in a barrier or waiting
@@ -177,8 +229,8 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	if s.ln != nil {
-		s.ln.Close()
+	for _, ln := range s.lns {
+		ln.Close()
 	}
 	for c := range s.conns {
 		c.nc.Close()
@@ -211,6 +263,7 @@ func (s *Server) serveConn(c *conn) {
 			s.refuse(c, err)
 			return
 		}
+		c.spoke = true
 		if !s.handle(c, m) {
 			return
 		}
@@ -248,7 +301,7 @@ func (s *Server) refuse(c *conn, err error) {
 // hangUp handles the end of c's input: expected after finalize (or abort), a failure of
 // the rank before.
 func (s *Server) hangUp(c *conn, err error) {
-	if c.rank < 0 || c.finalized || c.aborted {
+	if c.rank < 0 || c.finalized || c.aborted || c.private && !c.spoke {
 		return
 	}
 	if !errors.Is(err, io.EOF) {
@@ -381,10 +434,13 @@ func (s *Server) initack(c *conn, m Msg) bool {
 		return false
 	}
 	s.mu.Lock()
-	dup := s.claimed[r]
-	s.claimed[r] = true
+	private := s.private[r]
 	s.mu.Unlock()
-	if dup {
+	if private {
+		s.refuse(c, fmt.Errorf("pmiid %d has a private connection (PMI_FD), not this port", r))
+		return false
+	}
+	if !s.claim(r) {
 		s.refuse(c, fmt.Errorf("pmiid %d is already connected", r))
 		return false
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -420,4 +421,66 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %+v, reparsed %+v (%v)", line, m, again, err)
 		}
 	})
+}
+
+// private is rank r's end of a private connection (PMI_FD) served by s.
+func private(t *testing.T, s *Server, r int) *client {
+	t.Helper()
+	mine, theirs := net.Pipe()
+	t.Cleanup(func() { mine.Close() })
+	mine.SetDeadline(time.Now().Add(waitLimit))
+	s.ServeConn(theirs, r)
+	return &client{t: t, nc: mine, br: bufio.NewReader(mine)}
+}
+
+// TestServeConn: a private connection is its rank's without a handshake and joins the
+// others' barrier; its PMI_ID cannot be claimed on the port (Reserve), nor served twice.
+func TestServeConn(t *testing.T) {
+	s, addr, l := start(t, 2)
+	s.Reserve(1)
+	stranger := dial(t, addr)
+	stranger.send("cmd=initack pmiid=1")
+	stranger.expectClosed()
+	if want := "pmiid 1 has a private connection (PMI_FD), not this port"; !strings.Contains(l(), want) {
+		t.Errorf("log %q, want %q", l(), want)
+	}
+	c := private(t, s, 1)
+	c.send("cmd=init pmi_version=1 pmi_subversion=1")
+	c.expect("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")
+	if got, want := c.roundTrip("cmd=put kvsname=kvs_test_0 key=k1 value=v1"), "cmd=put_result rc=0 msg=success"; got != want {
+		t.Errorf("put: %q, want %q", got, want)
+	}
+	twice := private(t, s, 1)
+	twice.expectClosed()
+	other := join(t, addr, 0, 2)
+	other.send("cmd=barrier_in")
+	c.send("cmd=barrier_in")
+	other.expect("cmd=barrier_out")
+	c.expect("cmd=barrier_out")
+	if got, want := other.roundTrip("cmd=get kvsname=kvs_test_0 key=k1"), "cmd=get_result rc=0 msg=success value=v1"; got != want {
+		t.Errorf("get: %q, want %q", got, want)
+	}
+	c.nc.Close() // before finalize
+	expectEvent(t, s, EventLost, 1)
+}
+
+// TestServeConnUnused: a private connection that ends before any message is a rank that
+// never used PMI (it exited before MPI_Init, or is no MPI program): no event of its own;
+// its exit, when others wait for it in a barrier, is the event (Exited). One that ends
+// after a message and before finalize is lost.
+func TestServeConnUnused(t *testing.T) {
+	s := NewServer(Config{NRanks: 2, KVSName: "kvs_test_0"})
+	defer s.Close()
+	s.hangUp(&conn{rank: 1, private: true}, io.EOF)
+	expectNoEvent(t, s)
+	s.hangUp(&conn{rank: 0, private: true, spoke: true}, io.EOF)
+	expectEvent(t, s, EventLost, 0)
+	s.mu.Lock()
+	s.barrier[0], s.waiting = &conn{rank: 0}, 1
+	s.mu.Unlock()
+	s.Exited(1)
+	ev := expectEvent(t, s, EventLost, 1)
+	if want := "rank 1 ended without entering the PMI barrier that rank 0 waits in"; ev.Err.Error() != want {
+		t.Errorf("got %q, want %q", ev.Err, want)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -377,5 +378,55 @@ func TestSSHHostID(t *testing.T) {
 	}
 	if _, err := sp.HostID(ctx, "elsewhere"); err == nil || !strings.Contains(err.Error(), "host elsewhere: not connected") {
 		t.Errorf("HostID of a host not connected: %v, want host elsewhere: not connected", err)
+	}
+}
+
+// TestSSHListenLoopback: a port on the host's loopback reaches ccrun through the SSH
+// connection (what a rank there writes arrives on Accept); a host whose sshd refuses
+// forwarding says so.
+func TestSSHListenLoopback(t *testing.T) {
+	d := startSSHD(t)
+	sp := newSpawner(t, d.config())
+	ctx := context.Background()
+	if err := sp.Connect(ctx, []Target{{Name: "127.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := sp.ListenLoopback("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || !addr.IP.Equal(net.IPv4(127, 0, 0, 1)) || addr.Port == 0 {
+		t.Fatalf("Addr %v, want 127.0.0.1 and the port sshd chose", ln.Addr())
+	}
+	var out, errb buf
+	p, err := sp.Start(ctx, "127.0.0.1", Command{
+		Argv: []string{"bash", "-c", fmt.Sprintf(`echo "hello from the host" >/dev/tcp/127.0.0.1/%d`, addr.Port)},
+	}, &out, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second)) // hang guard
+	got, _ := io.ReadAll(nc)
+	if string(got) != "hello from the host\n" {
+		t.Errorf("read %q, want %q", got, "hello from the host\n")
+	}
+	if code, sig, err := p.Wait(); code != 0 || sig != 0 || err != nil {
+		t.Errorf("Wait = %d, %v, %v; stderr %q", code, sig, err, errb.String())
+	}
+
+	d = startSSHD(t, "AllowTcpForwarding no")
+	sp = newSpawner(t, d.config())
+	if err := sp.Connect(ctx, []Target{{Name: "127.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ln, err := sp.ListenLoopback("127.0.0.1"); err == nil || !strings.Contains(err.Error(), "host 127.0.0.1: remote port forward to its 127.0.0.1: ") {
+		t.Errorf("with AllowTcpForwarding no: %v, %v; want the refusal", ln, err)
 	}
 }
