@@ -45,3 +45,20 @@ func FuzzParseConsts(f *testing.F) {
 		}
 	})
 }
+
+// TestConstsAlgoTwice: an algorithm named twice in one table, in two
+// cases, is an error; it was read as either value, by the map's order.
+func TestConstsAlgoTwice(t *testing.T) {
+	b, err := json.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice := strings.Replace(string(b), `"efficiency":{`, `"efficiency":{"ring":0.5,`, 1)
+	if twice == string(b) {
+		t.Fatal("no efficiency table in the marshalled constants")
+	}
+	_, err = ParseConsts("x.json", []byte(twice))
+	if want := "efficiency: algorithm Ring named twice"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want one containing %q", err, want)
+	}
+}
