@@ -45,6 +45,12 @@ fi
 # without it.
 go test -run 'TestPat|TestNvls' ./algos/
 
+# Every fuzz target for a second (scripts/fuzz.sh; CC_FUZZTIME sets the time of each,
+# 0 skips). Their seeds and testdata/fuzz inputs also run as tests under -race below.
+if [ "${CC_FUZZTIME:-1s}" != 0 ]; then
+  scripts/fuzz.sh "${CC_FUZZTIME:-1s}"
+fi
+
 if [ "$(id -u)" = 0 ] && [ "${CC_TESTBED:-1}" != 0 ]; then
   slurm=()
   [ "${CI:-}" != true ] || slurm=(--slurm)
