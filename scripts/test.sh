@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check of the project: formatting, vet, and the whole test suite
-# with the race detector. This is the README's test command and exactly what
-# CI runs (.ci/run).
+# Runs every check of the project: formatting, vet, every fuzz target briefly
+# (scripts/fuzz.sh), and the whole test suite with the race detector. This is
+# the README's test command and exactly what CI runs (.ci/run).
 #
 # As root it also runs ccrun's end-to-end tests on real SSH hosts: it installs
 # what scripts/testbed.sh needs when missing (openssh-server, openssh-client,
