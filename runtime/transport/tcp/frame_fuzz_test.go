@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
@@ -115,5 +116,49 @@ func TestSentStreamAccepted(t *testing.T) {
 	}
 	if n := rd.Len(); n != 0 {
 		t.Errorf("%d bytes after the last frame", n)
+	}
+}
+
+// TestBadHeaderFailsReceive: over a socket, a header that wraps the FIFO's
+// end or can never fit it fails the connection with a protocol error,
+// reported once, where the first panicked the rank and the second hung it.
+func TestBadHeaderFailsReceive(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		size, nsteps int
+		step         uint64
+	}{
+		{"wraps the FIFO's end", 3 * fuzzStepBytes, 3, 6},
+		{"beyond the FIFO window", 1, 1, 9},
+		{"overflows", 8, 8, 1<<64 - 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			reported := make(chan error, 2)
+			r := newRecvConn(protocols.Simple, []net.Conn{b}, fuzzStepBytes, "peer", func(err error) { reported <- err }, 0)
+			defer r.Close()
+			var stream []byte
+			var h [headerSize]byte
+			putHeader(&h, 1, 1, 0, 0)
+			stream = append(append(stream, h[:]...), 'a')
+			putHeader(&h, tc.size, tc.nsteps, tc.step, 1)
+			stream = append(append(stream, h[:]...), make([]byte, tc.size)...)
+			go func() {
+				a.Write(stream) // fails once the receiver has closed: it stopped reading
+				a.Close()
+			}()
+			got, err := r.Wait(1, 1)
+			if err != nil || string(got) != "a" {
+				t.Fatalf("first frame: %q, %v", got, err)
+			}
+			r.Release()
+			_, err = r.Wait(tc.nsteps, tc.size)
+			if err == nil || !strings.Contains(err.Error(), "protocol error") {
+				t.Fatalf("second frame: %v, want a protocol error", err)
+			}
+			if rep := <-reported; rep != err {
+				t.Errorf("reported %v, Wait returned %v", rep, err)
+			}
+		})
 	}
 }
