@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check of the project: formatting, vet, and the whole test suite
-# with the race detector. This is the README's test command and exactly what
-# CI runs (.ci/run).
+# Runs every check of the project: formatting, vet, every fuzz target briefly
+# (scripts/fuzz.sh), and the whole test suite with the race detector. This is
+# the README's test command and exactly what CI runs (.ci/run).
 #
 # As root it also runs ccrun's end-to-end tests on real SSH hosts: it installs
 # what scripts/testbed.sh needs when missing (openssh-server, openssh-client,
@@ -44,6 +44,14 @@ fi
 # detector, which slows the single-goroutine simulator eightfold; run them
 # without it.
 go test -run 'TestPat|TestNvls' ./algos/
+
+# Every fuzz target for 2000 inputs (scripts/fuzz.sh; CC_FUZZTIME sets the -fuzztime of each,
+# 0 skips). A count, not a duration: a duration races the fuzzing coordinator's deadline
+# (golang/go#75804, unfixed in go1.26) and fails with "context deadline exceeded" on a
+# loaded machine. Their seeds and testdata/fuzz inputs also run as tests under -race below.
+if [ "${CC_FUZZTIME:-2000x}" != 0 ]; then
+  scripts/fuzz.sh "${CC_FUZZTIME:-2000x}"
+fi
 
 if [ "$(id -u)" = 0 ] && [ "${CC_TESTBED:-1}" != 0 ]; then
   slurm=()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -178,12 +179,26 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if n == 0 || n > maxFrame {
 		return 0, nil, fmt.Errorf("%w: length %d (want 1 to %d; bytes % x)", ErrBadFrame, n, maxFrame, hdr)
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(fr.r, buf); err != nil {
+	var buf []byte
+	var err error
+	if n <= eagerFrame {
+		buf = make([]byte, n)
+		_, err = io.ReadFull(fr.r, buf)
+	} else {
+		// Grow with what arrives: a length that lies (noise on the stream)
+		// costs no more memory than the bytes behind it.
+		var b bytes.Buffer
+		_, err = io.CopyN(&b, fr.r, int64(n))
+		buf = b.Bytes()
+	}
+	if err != nil {
 		return 0, nil, fmt.Errorf("%w: stream ends inside a frame of %d bytes", ErrBadFrame, n)
 	}
 	return buf[0], buf[1:], nil
 }
+
+// eagerFrame is the largest frame allocated in full before its bytes arrive.
+const eagerFrame = 64 << 10
 
 // decodeJSON decodes a control payload.
 func decodeJSON(typ byte, p []byte, v any) error {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 )
 
 func TestParse(t *testing.T) {
@@ -157,6 +159,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		hosts, err := Parse("f", strings.NewReader(in))
 		if err != nil {
+			fuzzcheck.OneLine(t, err)
 			if !strings.HasPrefix(err.Error(), "f:") {
 				t.Fatalf("error %q does not start with the file name", err)
 			}
@@ -179,6 +182,7 @@ func FuzzParseList(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		hosts, err := ParseList(in)
 		if err != nil {
+			fuzzcheck.OneLine(t, err)
 			return
 		}
 		for _, h := range hosts {

@@ -167,6 +167,10 @@ func TasksPerNode(s string) ([]int, error) {
 			}
 			count, rep = item[:i], item[i+2:len(item)-1]
 		}
+		if strings.HasPrefix(count, "+") || strings.HasPrefix(rep, "+") {
+			// As the ranks' bootstrap reads it: Slurm writes plain digits.
+			return nil, fmt.Errorf("SLURM_TASKS_PER_NODE %q: bad item %q: want N or N(xM) in plain digits", s, item)
+		}
 		n, err := parseCount("task count", count)
 		if err != nil {
 			return nil, fmt.Errorf("SLURM_TASKS_PER_NODE %q: %w", s, err)

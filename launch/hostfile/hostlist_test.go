@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 )
 
 func TestExpand(t *testing.T) {
@@ -118,6 +120,7 @@ func FuzzExpand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		names, err := Expand(in)
 		if err != nil {
+			fuzzcheck.OneLine(t, err)
 			return
 		}
 		if len(names) == 0 || len(names) > maxExpand {

@@ -3,6 +3,8 @@ package bootstrap
 import (
 	"strings"
 	"testing"
+
+	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 )
 
 func TestFirstHost(t *testing.T) {
@@ -57,6 +59,7 @@ func FuzzFirstHost(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		host, err := FirstHost(in)
 		if err != nil {
+			fuzzcheck.OneLine(t, err)
 			return
 		}
 		if host == "" || strings.ContainsAny(host, "[], \t\r\n") {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 )
 
 func payload(t testing.TB, msg []byte) []byte {
@@ -102,8 +104,8 @@ func TestMessageRejects(t *testing.T) {
 	}
 }
 
-// FuzzMessages: no decoder panics or allocates past its cap, and whatever a decoder
-// accepts re-encodes to the same bytes.
+// FuzzMessages: no decoder panics or allocates past its cap or ahead of the bytes that
+// arrived, errors are one line, and whatever a decoder accepts re-encodes to the same bytes.
 func FuzzMessages(f *testing.F) {
 	for _, m := range [][]byte{
 		encodeJoin(3, info(1)), encodeWelcome([]RankInfo{info(0), info(1), info(2)}),
@@ -113,10 +115,15 @@ func FuzzMessages(f *testing.F) {
 	} {
 		f.Add(m)
 	}
+	f.Add([]byte{byte(msgGathered), 0, 0, 0, 0, 0x30, 0, 0, 1, 2, 3}) // claims 3 MiB, holds 3 bytes
 	const nranks = 3
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		typ, p, err := readMsg(bytes.NewReader(msg), maxFromRoot(nranks))
+		rd := fuzzcheck.NewReader(msg)
+		rd.Chunk = 4096
+		typ, p, err := readMsg(rd, maxFromRoot(nranks))
+		rd.Bounded(t, eagerAlloc)
 		if err != nil {
+			fuzzcheck.OneLine(t, err)
 			return
 		}
 		if len(p) > len(msg) {
@@ -125,34 +132,46 @@ func FuzzMessages(f *testing.F) {
 		var again []byte
 		switch typ {
 		case msgJoin:
-			if n, ri, err := decodeJoin(p, 1); err == nil {
+			var n int
+			var ri RankInfo
+			if n, ri, err = decodeJoin(p, 1); err == nil {
 				again = encodeJoin(n, ri)
 			}
 		case msgWelcome:
-			if peers, err := decodeWelcome(p, nranks); err == nil {
+			var peers []RankInfo
+			if peers, err = decodeWelcome(p, nranks); err == nil {
 				again = encodeWelcome(peers)
 			}
 		case msgGather:
-			if rnd, o, d, err := decodeGather(p); err == nil {
+			var rnd uint64
+			var o op
+			var d []byte
+			if rnd, o, d, err = decodeGather(p); err == nil {
 				again = encodeGather(rnd, o, d)
 			}
 		case msgGathered:
-			if rnd, parts, err := decodeGathered(p, nranks); err == nil {
+			var rnd uint64
+			var parts [][]byte
+			if rnd, parts, err = decodeGathered(p, nranks); err == nil {
 				again = encodeGathered(rnd, parts)
 			}
 		case msgAborted:
-			if re, err := decodeAborted(p, nranks); err == nil {
+			var re *RankError
+			if re, err = decodeAborted(p, nranks); err == nil {
 				again = encodeAborted(re)
 			}
 		case msgRollCall:
-			if joined, err := decodeRollCall(p, nranks); err == nil {
+			var joined []RankInfo
+			if joined, err = decodeRollCall(p, nranks); err == nil {
 				again = encodeRollCall(joined)
 			}
 		case msgReject, msgAbort:
-			if s, err := decodeText(p, "text"); err == nil {
-				again = encodeText(typ, s)
+			var text string
+			if text, err = decodeText(p, "text"); err == nil {
+				again = encodeText(typ, text)
 			}
 		}
+		fuzzcheck.OneLine(t, err)
 		if again != nil && !bytes.Equal(again, msg[:headerSize+len(p)]) {
 			t.Fatalf("%s re-encodes differently:\n got %x\nwant %x", typ, again, msg[:headerSize+len(p)])
 		}

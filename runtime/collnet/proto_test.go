@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"go.uber.org/goleak"
 )
@@ -88,6 +89,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(jb[:])
 	f.Add(db[:])
 	f.Fuzz(func(t *testing.T, b []byte) {
+		_, jerr := DecodeJoin(b)
+		_, derr := DecodeDesc(b)
+		fuzzcheck.OneLine(t, jerr)
+		fuzzcheck.OneLine(t, derr)
 		if j, err := DecodeJoin(b); err == nil {
 			if e, err := j.Encode(); err != nil || string(e[:]) != string(b) {
 				t.Errorf("join %+v does not encode back to its record", j)

@@ -238,11 +238,17 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 			m    map[string]float64
 			dst  *[algos.NumAlgos]float64
 		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}} {
+			var named [algos.NumAlgos]bool
 			for name, v := range t.m {
 				a, ok := algoByName(name)
 				if !ok {
 					return fmt.Errorf("%s.%s: unknown algorithm %q", cl, t.name, name)
 				}
+				if named[a] {
+					// Which value won would depend on the map's order.
+					return fmt.Errorf("%s.%s: algorithm %s named twice (names are not case sensitive)", cl, t.name, a)
+				}
+				named[a] = true
 				t.dst[a] = v
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 )
 
 var testJob = Job{ID: "job-42", Secret: []byte("s3cret")}
@@ -195,6 +197,7 @@ func FuzzHelloDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		h, err := DecodeHello(frame, testJob)
 		if err != nil {
+			fuzzcheck.OneLine(t, err)
 			return
 		}
 		var nonce [NonceSize]byte

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -68,10 +67,7 @@ func (c *EagerSendConn) Acquire(nsteps int) ([]byte, error) {
 func (c *EagerSendConn) Post(n int) error {
 	wn := protocols.WireBytes(c.proto, n)
 	protocols.EncodeWire(c.proto, c.wire[:wn], c.stage[:n], c.step+1)
-	binary.LittleEndian.PutUint32(c.hdr[0:], uint32(wn))
-	binary.LittleEndian.PutUint32(c.hdr[4:], uint32(c.cur))
-	binary.LittleEndian.PutUint64(c.hdr[8:], c.step)
-	binary.LittleEndian.PutUint64(c.hdr[16:], c.seq)
+	putHeader(&c.hdr, wn, c.cur, c.step, c.seq)
 	sock := c.socks[c.seq%uint64(len(c.socks))]
 	c.step += uint64(c.cur)
 	c.seq++

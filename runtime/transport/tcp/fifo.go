@@ -34,6 +34,14 @@ import (
 // when a primitive starts), so a slice never wraps around the FIFO end.
 const headerSize = 24
 
+// putHeader writes a frame's header.
+func putHeader(h *[headerSize]byte, size, nsteps int, step, seq uint64) {
+	binary.LittleEndian.PutUint32(h[0:], uint32(size))
+	binary.LittleEndian.PutUint32(h[4:], uint32(nsteps))
+	binary.LittleEndian.PutUint64(h[8:], step)
+	binary.LittleEndian.PutUint64(h[16:], seq)
+}
+
 // ring tracks up to NSteps outstanding frames by sequence number.
 type ring struct {
 	mu   sync.Mutex
@@ -109,8 +117,9 @@ func (r *ring) slot1(step uint64, n int) []byte {
 }
 
 // fits reports whether slots [step, step+nsteps) are free. Called with mu.
+// Written so that no step, however large, overflows into fitting.
 func (r *ring) fits(step uint64, nsteps int) bool {
-	return step+uint64(nsteps) <= r.head+protocols.NSteps
+	return nsteps <= protocols.NSteps && step >= r.head && step-r.head <= uint64(protocols.NSteps-nsteps)
 }
 
 func alignStep(step uint64, nsteps int) uint64 {
@@ -283,10 +292,7 @@ func (c *SendConn) writer(i int) {
 	vec := new([2][]byte) // reused: a frame's write allocates nothing
 	bufs := new(net.Buffers)
 	for e := range c.queues[i] {
-		binary.LittleEndian.PutUint32(hdr[0:], uint32(e.size))
-		binary.LittleEndian.PutUint32(hdr[4:], uint32(e.nsteps))
-		binary.LittleEndian.PutUint64(hdr[8:], e.step)
-		binary.LittleEndian.PutUint64(hdr[16:], e.seq)
+		putHeader(&hdr, e.size, e.nsteps, e.step, e.seq)
 		data := e.ref
 		if data == nil {
 			data = r.slot(e.step, e.nsteps)[:e.size]
@@ -506,18 +512,29 @@ func (c *RecvConn) reader(i int) {
 // readPayload checks a frame's header, waits for its slots, reads its
 // payload from sock (nil: the inline socket, with rmu held) and publishes
 // it to Wait.
-func (c *RecvConn) readPayload(hdr []byte, want uint64, sock net.Conn) error {
+func (c *RecvConn) readPayload(hdr []byte, want uint64, sock io.Reader) error {
 	r := c.r
 	size := int(binary.LittleEndian.Uint32(hdr[0:]))
 	nsteps := int(binary.LittleEndian.Uint32(hdr[4:]))
 	step := binary.LittleEndian.Uint64(hdr[8:])
 	seq := binary.LittleEndian.Uint64(hdr[16:])
 	r.mu.Lock()
-	if nsteps < 1 || nsteps > protocols.NSteps || size > nsteps*r.step || step%uint64(nsteps) != 0 || step < r.head || seq != want {
+	// A slice starts at a step aligned to its size and does not wrap the
+	// FIFO's end.
+	if nsteps < 1 || nsteps > protocols.NSteps || size > nsteps*r.step || step%uint64(nsteps) != 0 ||
+		int(step%protocols.NSteps)+nsteps > protocols.NSteps || step < r.head || seq != want {
 		r.mu.Unlock()
 		return fmt.Errorf("protocol error: frame seq %d (want %d) step %d, %d steps, %d bytes", seq, want, step, nsteps, size)
 	}
 	for r.err == nil && (!r.fits(step, nsteps) || seq >= r.hseq+protocols.NSteps) {
+		if seq == r.hseq {
+			// Every frame before it is released: its slots are as free as
+			// they will ever be. A sender only sends a slice whose slots
+			// were free in its own FIFO, which is never ahead of this one.
+			r.mu.Unlock()
+			return fmt.Errorf("protocol error: frame seq %d: steps [%d, %d) lie outside the FIFO window [%d, %d)",
+				seq, step, step+uint64(nsteps), r.head, r.head+protocols.NSteps)
+		}
 		r.cond.Wait()
 	}
 	if r.err != nil {

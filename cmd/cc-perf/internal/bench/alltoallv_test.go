@@ -2,10 +2,13 @@ package bench
 
 import (
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
@@ -70,8 +73,9 @@ func TestParseMatrix(t *testing.T) {
 	}
 }
 
-// FuzzParseMatrix: the parser never panics, and what it accepts is a
-// square matrix of non-negative multiples of 16.
+// FuzzParseMatrix: the parser never panics or fails with more than one
+// line naming the file, what it accepts is a square matrix of non-negative
+// multiples of 16, and that matrix written out reads back as itself.
 func FuzzParseMatrix(f *testing.F) {
 	for _, s := range []string{"100 200\n50 100\n", "1", "", "1 2\n3", "1e3 -1\n2 2", "0x1p4 1\n1 1\n", "nan"} {
 		f.Add(s, 1.0)
@@ -80,7 +84,25 @@ func FuzzParseMatrix(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data string, scale float64) {
 		m, err := ParseMatrix("f", []byte(data), scale)
 		if err != nil {
+			fuzzcheck.OneLine(t, err)
+			if !strings.HasPrefix(err.Error(), "f:") {
+				t.Fatalf("error %q does not name the file", err)
+			}
 			return
+		}
+		// Written out, the scaled matrix reads back as itself at scale 1.
+		var text strings.Builder
+		for _, row := range m.Bytes {
+			for j, v := range row {
+				if j > 0 {
+					text.WriteByte(' ')
+				}
+				text.WriteString(strconv.FormatInt(v, 10))
+			}
+			text.WriteByte('\n')
+		}
+		if back, err := ParseMatrix("g", []byte(text.String()), 1); err != nil || !reflect.DeepEqual(back.Bytes, m.Bytes) {
+			t.Fatalf("%q x %v: the matrix written out reads back as %v, %v", data, scale, back, err)
 		}
 		for _, row := range m.Bytes {
 			if len(row) != m.Dim() {
