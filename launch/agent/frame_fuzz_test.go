@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 )
 
 // FuzzFrames reads any stream as ccrun and an agent read each other's: the

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 )
 
 // FuzzSlurm: an allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE)

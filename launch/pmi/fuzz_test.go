@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 )
 
 // FuzzServeConn serves one connection that sends any bytes, then hangs up,

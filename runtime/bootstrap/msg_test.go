@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 )
 
 func payload(t testing.TB, msg []byte) []byte {

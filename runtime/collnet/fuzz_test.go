@@ -3,7 +3,7 @@ package collnet
 import (
 	"testing"
 
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 )
 
 // FuzzAck: any answer a head reads decodes to a text that fits an ack, or

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"go.uber.org/goleak"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 )
 
 // FuzzVerifyAck: the only ack a client accepts is the one EncodeAck makes

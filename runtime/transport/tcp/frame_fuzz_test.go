@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed-760dd1f1/cc/internal/fuzzcheck"
 	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/fuzzcheck"
 )
 
 // fuzzStepBytes is the FIFO slot of the fuzzed receiver: small, so that
