@@ -114,6 +114,10 @@ func Default() *Consts {
 		k.Eff[algos.CollNetDirect] = 1
 		k.Eff[algos.NVLS], k.Eff[algos.NVLSTree] = 0.5, 0.5
 		k.AlgoLat[algos.NVLS], k.AlgoLat[algos.NVLSTree] = k.AlgoLat[algos.Tree], k.AlgoLat[algos.Tree]
+		// The log-step rows run the ring's engine path on the ring's
+		// geometry: the ring's efficiency (their bytes are in Traffic)
+		// and no latency beyond their steps, until measured below.
+		k.Eff[algos.RecDbl], k.Eff[algos.Rabenseifner] = 1, 1
 	}
 	return c
 }
