@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
 // TestLogStepAllGather runs the log-step all-gather (recursive doubling
@@ -36,5 +40,49 @@ func TestLogStepAllGather(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestLogStepDefault: without NCCL_ALGO the log-step rows may run between
+// hosts, where an 8-byte all-reduce of 2 ranks runs recursive doubling
+// (one step against the ring's two at the same per-call cost), and on one
+// host over TCP (NCCL_SHM_DISABLE=1; which one runs there is the link
+// class's business), but not on one host over shared memory, where they
+// run only when NCCL_ALGO names them.
+func TestLogStepDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		layout  string
+		env     map[string]string
+		allowed bool
+		want    algos.Algo // -1: any
+	}{
+		{"two hosts", "alone", nil, true, algos.RecDbl},
+		{"one host over tcp", "onehost", map[string]string{"NCCL_SHM_DISABLE": "1"}, true, -1},
+		{"one host over shm", "onehost", nil, false, algos.Ring},
+		{"one host named", "onehost", map[string]string{"NCCL_ALGO": "ring,recdbl,rabenseifner"}, true, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := withHosts(t, hostLayouts(2)[tc.layout], testParams(t, tc.env))
+			got := make([]algos.Algo, len(cs))
+			mustEach(t, cs, "AllReduce", func(c *Comm) error {
+				b := make([]byte, 8)
+				if err := c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum); err != nil {
+					return err
+				}
+				got[c.Rank()], _, _, _ = c.Ran()
+				return nil
+			})
+			for r, c := range cs {
+				for _, a := range []algos.Algo{algos.RecDbl, algos.Rabenseifner} {
+					if ok := c.model.Time(algos.AllReduce, a, protocols.LL, 8, 1) >= 0; ok != tc.allowed {
+						t.Errorf("rank %d: %s may run: %v, want %v", r, a, ok, tc.allowed)
+					}
+				}
+				if tc.want >= 0 && got[r] != tc.want {
+					t.Errorf("rank %d ran %s, want %s", r, got[r], tc.want)
+				}
+			}
+		})
 	}
 }
