@@ -86,3 +86,38 @@ func TestLogStepDefault(t *testing.T) {
 		})
 	}
 }
+
+// childAllGather is childAllReduce for all-gather.
+func childAllGather(c *Comm) error {
+	n, r := c.NRanks(), c.Rank()
+	ag := collCases()[2]
+	for _, count := range []int{1, 1000, 20000, 300000} {
+		for _, inPlace := range []bool{false, true} {
+			send, recv := caseBuffers(ag, r, n, count, inPlace)
+			if err := ag.run(c, send, recv, count); err != nil {
+				return fmt.Errorf("count %d: %w", count, err)
+			}
+			if err := checkCase(ag, r, n, count, inPlace, recv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TestLogStepAllGatherAsProcesses runs the log-step all-gather with every
+// rank its own OS process over TCP (recursive doubling at 2 and 4 ranks,
+// Bruck at 3 and 5) and over both transports at once (hosts of two ranks).
+func TestLogStepAllGatherAsProcesses(t *testing.T) {
+	for _, tr := range transports {
+		if tr.name == "shm" {
+			continue // TestLogStepAllGather runs it on one host
+		}
+		for _, n := range []int{2, 3, 4, 5} {
+			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
+				procs := startRanks(t, n, "allgather-matrix", withAlgo("allgather:recdbl", tr.env))
+				waitOK(t, procs)
+			})
+		}
+	}
+}

@@ -26,6 +26,7 @@ const childEnv = "CC_COMM_TEST_CHILD"
 var childModes = map[string]func(c *Comm) error{
 	"allreduce":        childAllReduceThrice,
 	"allreduce-matrix": childAllReduce,
+	"allgather-matrix": childAllGather,
 	"matrix":           childMatrix,
 	"decisions":        childDecisions,
 	"split":            childSplit,
