@@ -80,6 +80,23 @@ func (c *Comm) nvlsDisabled(a algos.Algo) string {
 	return algos.NvlsUnavailable(c.topo, a == algos.NVLSTree)
 }
 
+// logStepDisabled says why algorithm a, when it is a log-step row (RecDbl,
+// Rabenseifner), may not run here, or "". They are the algorithms between
+// hosts (and between ranks that talk over TCP: NCCL_SHM_DISABLE=1): on one
+// host over shared memory they run only where NCCL_ALGO names them, as
+// NVLS does, because the interleaved runs measured there had them slower
+// than the ring above a few KiB with ranks outnumbering cores (README,
+// Algorithms), and the one-host rows are the ring's and the one-shot's.
+func (c *Comm) logStepDisabled(a algos.Algo) string {
+	if a != algos.RecDbl && a != algos.Rabenseifner {
+		return ""
+	}
+	if c.topo.NHosts() == 1 && !c.p.SHMDisable && !c.p.Algo.Set {
+		return fmt.Sprintf("%s runs between hosts, or on one host over TCP (NCCL_SHM_DISABLE=1), unless NCCL_ALGO names it", a)
+	}
+	return ""
+}
+
 // nvlsWanted reports whether NVLS or NVLS_TREE may run some collective,
 // so that the host's segment needs multicast regions. It needs only the
 // settings, which every rank of the host shares.

@@ -26,6 +26,7 @@ const childEnv = "CC_COMM_TEST_CHILD"
 var childModes = map[string]func(c *Comm) error{
 	"allreduce":        childAllReduceThrice,
 	"allreduce-matrix": childAllReduce,
+	"allgather-matrix": childAllGather,
 	"matrix":           childMatrix,
 	"decisions":        childDecisions,
 	"split":            childSplit,
@@ -314,9 +315,12 @@ func buffSizeFor(mode string) string {
 
 // childAllReduce runs AllReduce in and out of place at counts in the LL,
 // LL128 and Simple size classes, checking every element.
-func childAllReduce(c *Comm) error {
+func childAllReduce(c *Comm) error { return childCounts(c, collCases()[0]) }
+
+// childCounts runs the collective case cc in and out of place at counts in
+// all three protocols' size classes and checks every element.
+func childCounts(c *Comm, cc collCase) error {
 	n, r := c.NRanks(), c.Rank()
-	cc := collCases()[0]
 	for _, count := range []int{1, 1000, 20000, 300000} {
 		for _, inPlace := range []bool{false, true} {
 			send, recv := caseBuffers(cc, r, n, count, inPlace)

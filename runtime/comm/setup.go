@@ -146,6 +146,10 @@ func (c *Comm) pickAlgos() []algos.Link {
 				excluded = pat
 				continue
 			}
+			if why := c.logStepDisabled(row.Algo); why != "" {
+				excluded = why // the ring runs every collective they do: never the last
+				continue
+			}
 			if why := c.nvlsDisabled(row.Algo); why != "" {
 				excluded = why
 				continue

@@ -114,7 +114,23 @@ func Default() *Consts {
 		k.Eff[algos.CollNetDirect] = 1
 		k.Eff[algos.NVLS], k.Eff[algos.NVLSTree] = 0.5, 0.5
 		k.AlgoLat[algos.NVLS], k.AlgoLat[algos.NVLSTree] = k.AlgoLat[algos.Tree], k.AlgoLat[algos.Tree]
+		// The log-step rows run the ring's engine path on the ring's
+		// geometry: the ring's efficiency (their bytes are in Traffic)
+		// and no latency beyond their steps. Inside one host they run
+		// only where NCCL_ALGO names them (runtime/comm), so these
+		// decide nothing there.
+		k.Eff[algos.RecDbl], k.Eff[algos.Rabenseifner] = 1, 1
 	}
+	// Between hosts, measured 2026-11-27 (3 runs of cc-perf calibrate -b 8
+	// -e 4M -f 8 -n 10 --reps 7, 2 ranks on 2 fake hosts over loopback,
+	// with a load average of 12-28 from other work on the 2 cores): the
+	// median efficiency against the ring measured in the same runs
+	// (recursive doubling 0.876, 0.995, 0.93; Rabenseifner 0.818, 0.9,
+	// 1.03). Their fitted algo_lat (7.8-12.4 µs and 0-7.3 µs) rests on a
+	// gamma/alpha split that moved 10x between those runs, so it stays 0:
+	// interleaved runs of the user's path had recursive doubling at
+	// 0.31-0.69x the ring's time from 8 B to 256 KiB (README).
+	c.Class[Net].Eff[algos.RecDbl], c.Class[Net].Eff[algos.Rabenseifner] = 0.93, 0.9
 	return c
 }
 

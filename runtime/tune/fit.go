@@ -121,13 +121,14 @@ func (x *fitter) pick(a algos.Algo, p protocols.Proto, ch int, large bool) []Sam
 
 // busBW returns the bus bandwidth each sample shows once the model's
 // latency is taken off (the class's bandwidth times the algorithm's
-// efficiency), divided by div(s), leaving out samples that took no longer
-// than the latency.
+// efficiency; an algorithm that moves more bytes than the ring, Traffic,
+// is credited with them), divided by div(s), leaving out samples that took
+// no longer than the latency.
 func (x *fitter) busBW(ss []Sample, div func(Sample) float64) []float64 {
 	var out []float64
 	for _, s := range ss {
 		if t := s.TimeUS - x.fm.Lat(s.Coll, s.Algo, s.Proto); t > 0 {
-			out = append(out, float64(s.Bytes)/(1000*t)/x.fm.algFactor(s.Coll)/div(s))
+			out = append(out, float64(s.Bytes)/(1000*t)/x.fm.algFactor(s.Coll)*Traffic(s.Coll, s.Algo, x.fm.n)/div(s))
 		}
 	}
 	return out

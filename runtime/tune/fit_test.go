@@ -55,9 +55,12 @@ func TestFitRecoversConstants(t *testing.T) {
 		k.BetaMax = [3]float64{0.5, 2.2, 4.4}
 		k.Eff[algos.Tree], k.Eff[algos.CTRing], k.Eff[algos.PAT] = 1.2, 0.8, 0.6
 		k.AlgoLat[algos.Tree], k.AlgoLat[algos.CTRing] = 4, 9
+		k.Eff[algos.RecDbl], k.Eff[algos.Rabenseifner] = 0.9, 1.1 // whose bytes are not the ring's (Traffic)
+		k.AlgoLat[algos.RecDbl], k.AlgoLat[algos.Rabenseifner] = 2, 3
 		k.OpCost = 1.25
 		mask := fullMask(c.topo)
 		base := fixedConsts(t)
+		base.Class[c.cl].Eff[algos.RecDbl], base.Class[c.cl].Eff[algos.Rabenseifner] = 1, 1 // fit them
 		m := New(base, c.topo, mask, nil, false)
 		got, f, err := Fit(base, m, synthetic(truth, c.topo, mask), "test")
 		if err != nil {

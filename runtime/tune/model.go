@@ -124,6 +124,17 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 		// NVLS inside the hosts, and up and down a binary tree of hosts.
 		depth := bits.Len(uint(nodes - 1))
 		return Steps{Intra: 2, Inter: 2 * depth}
+	case (a == algos.RecDbl && (coll == algos.AllReduce || coll == algos.AllGather)) || (a == algos.Rabenseifner && coll == algos.AllReduce):
+		// The log-step rows' message hops (algos.LogStepHops): log2 n
+		// exchanges, twice for Rabenseifner, plus the fold and unfold
+		// of the ranks beyond a power of two; all-gather ceil(log2 n).
+		// They run between all ranks: with ranks sharing hosts, every
+		// hop is charged as a hop between hosts (most partners are).
+		hops := algos.LogStepHops(a, coll, n)
+		if nodes > 1 {
+			return Steps{Inter: hops}
+		}
+		return Steps{Intra: hops}
 	case a == algos.PAT && (coll == algos.ReduceScatter || coll == algos.AllGather):
 		// A piece crosses at most ceil(log2 n) links; the rank runs its
 		// program's steps in order (the first is a send, as the ring's).
@@ -199,7 +210,32 @@ func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
 // times the algorithm's efficiency and the ring's bus-to-algorithm factor.
 func (m *Model) BW(coll algos.Coll, a algos.Algo, p protocols.Proto, nch int) float64 {
 	k := &m.c.Class[m.Class()]
-	return min(float64(max(nch, 1))*k.Beta[p], k.BetaMax[p]) * k.Eff[a] * m.algFactor(coll)
+	return min(float64(max(nch, 1))*k.Beta[p], k.BetaMax[p]) * k.Eff[a] * m.algFactor(coll) / Traffic(coll, a, m.n)
+}
+
+// Traffic is the bytes an algorithm moves through one rank's links on its
+// critical path, relative to the ring's (2(n-1)/n of the buffer for
+// all-reduce, (n-1)/n for all-gather and reduce-scatter): it divides the
+// bandwidth, where Eff stays a fitted constant. Recursive doubling
+// all-reduce moves the whole buffer at each of its exchanges and at the
+// fold and unfold: n log2 n / (2(n-1)) for a power of two (1, 1.33, 1.71
+// at n = 2, 4, 8; 3 at 64). Rabenseifner moves the ring's bytes, and the
+// whole buffer twice more to fold and unfold ranks beyond a power of two
+// (2.25 at n = 3, 2.19 at 5). Every other row, 1.
+func Traffic(coll algos.Coll, a algos.Algo, n int) float64 {
+	if n <= 1 || coll != algos.AllReduce || (a != algos.RecDbl && a != algos.Rabenseifner) {
+		return 1
+	}
+	pof2 := algos.Pof2Below(n)
+	ring := 2 * float64(n-1) / float64(n)
+	fold := 0.0
+	if pof2 != n {
+		fold = 2
+	}
+	if a == algos.Rabenseifner {
+		return (2*float64(pof2-1)/float64(pof2) + fold) / ring
+	}
+	return (float64(bits.Len(uint(pof2))-1) + fold) / ring
 }
 
 // algFactor turns bus bandwidth into algorithm bandwidth for coll: the

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -82,6 +83,17 @@ func TestStepsEqualSimulator(t *testing.T) {
 				if steps.Ops > 0 { // a slot program: the simulator's rounds are its steps
 					count = steps.Ops
 				}
+				if row.Algo == algos.RecDbl || row.Algo == algos.Rabenseifner {
+					// An exchange is a send Op, then a receive Op (two
+					// when Bruck's blocks wrap): rounds count Ops, not
+					// hops. algos' TestLogStepHops checks the steps
+					// (algos.LogStepHops) against the schedules' message
+					// hops instead.
+					if want := algos.LogStepHops(row.Algo, row.Coll, n); steps.Total() != want {
+						t.Errorf("%s/%s %s n=%d: model %d steps, want LogStepHops %d", row.Algo, row.Coll, name, n, steps.Total(), want)
+					}
+					continue
+				}
 				if got := simRounds(t, &row, topo); count+1 != got {
 					t.Errorf("%s/%s %s n=%d: model %d steps (%+v), simulator %d rounds (want steps+1)", row.Algo, row.Coll, name, n, steps.Total(), steps, got)
 				}
@@ -97,4 +109,32 @@ func ExampleStepsOf() {
 	// Output:
 	// 4 {4 2 0} {0 4 0}
 	// 8 {8 6 0} {0 6 0}
+}
+
+// TestTraffic: recursive doubling all-reduce moves n log2 n / (2(n-1))
+// times the ring's bytes, Rabenseifner the ring's for powers of two and
+// the fold's two whole buffers more otherwise; other rows 1.
+func TestTraffic(t *testing.T) {
+	for _, tc := range []struct {
+		coll algos.Coll
+		a    algos.Algo
+		n    int
+		want float64
+	}{
+		{algos.AllReduce, algos.RecDbl, 1, 1},
+		{algos.AllReduce, algos.RecDbl, 2, 1},
+		{algos.AllReduce, algos.RecDbl, 4, 4.0 / 3},
+		{algos.AllReduce, algos.RecDbl, 8, 8.0 * 3 / 14},
+		{algos.AllReduce, algos.RecDbl, 64, 3.047619047619048},
+		{algos.AllReduce, algos.RecDbl, 3, 3 * 3.0 / 4},  // (1 + 2) / (4/3)
+		{algos.AllReduce, algos.Rabenseifner, 8, 1},      // the ring's bytes
+		{algos.AllReduce, algos.Rabenseifner, 3, 2.25},   // (1 + 2) / (4/3)
+		{algos.AllReduce, algos.Rabenseifner, 5, 2.1875}, // (1.5 + 2) / (8/5)
+		{algos.AllGather, algos.RecDbl, 5, 1},
+		{algos.AllReduce, algos.Ring, 8, 1},
+	} {
+		if got := Traffic(tc.coll, tc.a, tc.n); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("Traffic(%s, %s, %d) = %v, want %v", tc.coll, tc.a, tc.n, got, tc.want)
+		}
+	}
 }
