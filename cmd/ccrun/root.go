@@ -48,6 +48,7 @@ type Options struct {
 	// AllowSingletons runs an Open MPI program anyway (see checkMPI).
 	AllowSingletons bool
 	NoAgent         bool
+	SkipUnreachable bool
 	Stdin           string
 	CollNet         string // --collnet-server: the host of the aggregation server, "" for none
 	CollNetServe    string // the hidden server mode's listen address
@@ -95,6 +96,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
 	fs.StringVar(&o.Stdin, "stdin", "0", "which ranks read ccrun's stdin: a rank, all, or none (/dev/null); the others read /dev/null")
 	fs.BoolVar(&o.NoAgent, "no-agent", false, "start each remote rank in an SSH session of its own instead of through one ccrun agent per host")
+	fs.BoolVar(&o.SkipUnreachable, "skip-unreachable", false, "drop the hosts SSH cannot reach (no connection or handshake within --ssh-connect-timeout) before placing ranks, one stderr line each; ranks get their names in CC_UNREACHABLE_HOSTS")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
 	fs.BoolVar(&o.AllowSingletons, "allow-singletons", false, "run an Open MPI (PMIx) program anyway, each rank as a 1-rank MPI job (ccrun serves MPICH's PMI-1 only)")
 	fs.StringVar(&o.CollNet, "collnet-server", "", "start the CollNet aggregation server on HOST (--collnet-server=HOST; alone: this machine) and give ranks CC_COLLNET_SERVER; ranks use it with NCCL_COLLNET_ENABLE=1")
