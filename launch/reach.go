@@ -41,13 +41,15 @@ func skipUnreachable(ctx context.Context, o Options, reached map[string]bool) (k
 		})
 	}
 	wg.Wait()
+	for i, h := range o.Hosts { // all of them first: the caller closes what was reached
+		if errs[i] == nil && !o.IsLocal(h.Name) {
+			reached[h.Name] = true
+		}
+	}
 	for i, h := range o.Hosts {
 		switch err := errs[i]; {
 		case err == nil:
 			kept = append(kept, h)
-			if !o.IsLocal(h.Name) {
-				reached[h.Name] = true
-			}
 		case Unreachable(err) && ctx.Err() == nil:
 			skipped = append(skipped, h.Name)
 			if o.Skipped != nil {

@@ -102,6 +102,7 @@ func TestSkipUnreachableErrors(t *testing.T) {
 		{"without the flag an unreachable host fails the job", false, 0, map[string]error{"h2": timeoutErr{"h2"}}, "host h2: dial tcp: i/o timeout"},
 		{"too few hosts left", true, 4, map[string]error{"h2": timeoutErr{"h2"}}, "--skip-unreachable dropped h2: "},
 		{"a refused login is not skipped", true, 0, map[string]error{"h2": timeoutErr{"h2"}, "h4": auth}, auth.Error()},
+		{"a refused login first", true, 0, map[string]error{"h1": auth}, auth.Error()},
 		{"wrapped, still unreachable", true, 4, map[string]error{"h1": fmt.Errorf("agent: %w", timeoutErr{"h1"})}, "--skip-unreachable dropped h1: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
