@@ -20,6 +20,7 @@ const (
 	exitTimeout  = 4 // -T expired
 	exitUsage    = 6 // invalid flags, environment or rank count
 	exitResults  = 7 // wrong data, or NCCL_TESTS_MIN_BW not met
+	exitFabric   = 8 // cc-perf fabric: a host, link or fabric verdict failed
 )
 
 // Version is what the header's "nccl-tests version" field says: the

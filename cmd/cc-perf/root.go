@@ -137,6 +137,7 @@ func newRoot(e *env) *cobra.Command {
 	}
 	root.AddCommand(newTuneCmd(e))
 	root.AddCommand(newCalibrateCmd(e))
+	root.AddCommand(newFabricCmd(e))
 	return root
 }
 
