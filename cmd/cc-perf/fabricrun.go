@@ -193,8 +193,11 @@ func (r *fabricRun0) header() {
 func (r *fabricRun0) round(rd fabric.Round, res *measure.Result) error {
 	r.rec.Add(rd, res.Measurements[len(res.Measurements)-len(rd.Tests):])
 	r.rec.Counters = res.Counters
-	fmt.Fprintln(r.e.stderr, fabric.ProgressLine(r.hosts, rd, res.Measurements))
-	return r.writeJSON()
+	if err := r.writeJSON(); err != nil {
+		return err
+	}
+	fmt.Fprintln(r.e.stderr, fabric.ProgressLine(r.hosts, rd, res.Measurements)) // the round is on disk
+	return nil
 }
 
 // writeJSON rewrites the -J file (none: nothing) with the record so far.

@@ -622,10 +622,7 @@ func runProcs(t *testing.T, n int, run func(rank int, env []string) result) []re
 	outs := make([]result, n)
 	var wg sync.WaitGroup
 	for rank := range n {
-		wg.Go(func() {
-			outs[rank] = run(rank, []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(n),
-				"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", root})
-		})
+		wg.Go(func() { outs[rank] = run(rank, torchrunEnv(rank, n, root)) })
 	}
 	wg.Wait()
 	for rank, r := range outs {
@@ -634,6 +631,13 @@ func runProcs(t *testing.T, n int, run func(rank int, env []string) result) []re
 		}
 	}
 	return outs
+}
+
+// torchrunEnv is the environment torchrun gives process rank of n on
+// this host, root its MASTER_PORT entry.
+func torchrunEnv(rank, n int, root string) []string {
+	return []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(n),
+		"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", root}
 }
 
 // freePort returns a TCP port that was free a moment ago.

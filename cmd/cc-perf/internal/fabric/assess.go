@@ -18,6 +18,9 @@ type assessment struct {
 	links []linkState
 	noise float64 // MAD/median of the healthy hosts' scores
 	noisy bool
+	// madR, madQ: the MAD of single tests' log bandwidth and inverted
+	// latency ratios (testMAD)
+	madR, madQ float64
 }
 
 // scale is one quantity's reference and gate.
@@ -38,20 +41,6 @@ type judged struct {
 }
 
 func (t judged) slow() bool { return t.slowBW || t.slowLat || t.m.Status != StatusOK }
-
-// gauge is one host's view of one quantity: the ratios of its tests, its
-// score (their median), modified z and whether it is accused.
-type gauge struct {
-	vals       []float64
-	slow       int
-	score      float64 // NaN without values
-	z          float64 // modified z of the score among the hosts' scores
-	cand       bool    // passes the gates: would be accused
-	unsure     bool    // would be accused but the run is too noisy to be sure
-	medLatency float64 // latency gauge: the median latency in us
-}
-
-func (g gauge) accused() bool { return g.cand && !g.unsure }
 
 // hostState is what the tests say about one host.
 type hostState struct {
@@ -189,8 +178,9 @@ func (a *assessment) judgeHosts() {
 		if m.Phase == PhaseRetest {
 			continue
 		}
-		for _, i := range []int{m.A, m.B} {
-			h := &a.hosts[i]
+		for _, p := range [][2]int{{m.A, m.B}, {m.B, m.A}} {
+			i, j := p[0], p[1]
+			h, partner := &a.hosts[i], &a.hosts[j]
 			h.tests++
 			switch m.Status {
 			case StatusTimeout:
@@ -203,22 +193,19 @@ func (a *assessment) judgeHosts() {
 			if t.slowBW {
 				h.slow++
 			}
-			h.bw.add(t.r, t.slowBW)
-			if a.cfg.directed() {
-				g := &h.rx
-				if i == m.A {
-					g = &h.tx
-				}
-				g.add(t.r, t.slowBW)
+			h.bw.add(t.r, &partner.bw)
+			switch {
+			case !m.Dir:
+			case i == m.A:
+				h.tx.add(t.r, &partner.rx)
+			default:
+				h.rx.add(t.r, &partner.tx)
 			}
 			if !math.IsNaN(t.q) {
-				h.lat.add(t.q, t.slowLat)
+				h.lat.add(t.q, &partner.lat)
 				lats[i] = append(lats[i], m.LatUS)
 			}
 		}
-	}
-	for i := range a.hosts {
-		a.hosts[i].lat.medLatency = median(lats[i])
 	}
 	gaugeOf := func(pick func(h *hostState) *gauge) []*gauge {
 		gs := make([]*gauge, a.n)
@@ -228,22 +215,43 @@ func (a *assessment) judgeHosts() {
 		return gs
 	}
 	bw := gaugeOf(func(h *hostState) *gauge { return &h.bw })
-	a.gate(bw, a.bw, true)
-	if a.cfg.directed() {
-		a.gate(gaugeOf(func(h *hostState) *gauge { return &h.tx }), a.bw, false)
-		a.gate(gaugeOf(func(h *hostState) *gauge { return &h.rx }), a.bw, false)
-	}
+	tx := gaugeOf(func(h *hostState) *gauge { return &h.tx })
+	rx := gaugeOf(func(h *hostState) *gauge { return &h.rx })
 	lat := gaugeOf(func(h *hostState) *gauge { return &h.lat })
-	a.gate(lat, a.lat, true)
+	for i := range a.hosts {
+		lat[i].medLatency = median(lats[i])
+		for _, g := range []*gauge{bw[i], tx[i], rx[i], lat[i]} {
+			g.plain = median(g.all)
+		}
+	}
+	for i := range a.hosts {
+		bw[i].keep(a.bw.gate)
+		tx[i].keep(a.bw.gate)
+		rx[i].keep(a.bw.gate)
+		lat[i].keep(a.lat.gate)
+	}
+	a.madR, a.madQ = testMAD(bw), testMAD(lat)
+	if a.cfg.directed() {
+		a.madR = testMAD(append(tx, rx...))
+	}
+	a.gate(bw, a.bw, true, a.madR)
+	if a.cfg.directed() {
+		a.gate(tx, a.bw, false, a.madR)
+		a.gate(rx, a.bw, false, a.madR)
+	}
+	a.gate(lat, a.lat, true, a.madQ)
+	accused := make([]bool, a.n)
 	for i := range a.hosts {
 		if g := lat[i]; g.cand && !(g.medLatency > a.cfg.LatFloorUS) {
 			g.cand = false
 		}
+		accused[i] = bw[i].cand || tx[i].cand || rx[i].cand || lat[i].cand
 	}
-	// The noise: the spread of the scores of the hosts not accused.
+	// The noise: the spread (MAD/median) of the scores of the hosts not
+	// accused.
 	var healthy []float64
-	for _, g := range bw {
-		if !g.cand && !math.IsNaN(g.score) {
+	for i, g := range bw {
+		if !accused[i] && !math.IsNaN(g.score) {
 			healthy = append(healthy, g.score)
 		}
 	}
@@ -254,68 +262,12 @@ func (a *assessment) judgeHosts() {
 	for i := range a.hosts {
 		h := &a.hosts[i]
 		for _, g := range []*gauge{&h.bw, &h.tx, &h.rx, &h.lat} {
-			g.unsure = g.cand && a.noisy && !a.clear(*g, a.scaleOf(g, h))
+			g.unsure = g.cand && a.noisy && !a.clear(*g)
 		}
 		h.verdict = a.hostVerdict(h)
 	}
 }
 
-// scaleOf is the scale gauge g of h is judged on.
-func (a *assessment) scaleOf(g *gauge, h *hostState) scale {
-	if g == &h.lat {
-		return a.lat
-	}
-	return a.bw
-}
-
-// add counts one test's ratio (NaN: not measured) in g.
-func (g *gauge) add(v float64, slow bool) {
-	if math.IsNaN(v) {
-		return
-	}
-	g.vals = append(g.vals, v)
-	if slow {
-		g.slow++
-	}
-}
-
-// gate scores gs and marks the hosts that pass the gates: the vote of
-// quick and bisect (more than half of the host's tests slow), or the
-// score (median ratio) below the ratio gate and, against the fleet, its
-// modified z below -zmax. vote says whether this quantity is voted on in
-// voting schedules.
-func (a *assessment) gate(gs []*gauge, s scale, vote bool) {
-	var scores []float64
-	for _, g := range gs {
-		g.score = median(g.vals)
-		if !math.IsNaN(g.score) {
-			scores = append(scores, g.score)
-		}
-	}
-	med := median(scores)
-	dev := mad(scores, med)
-	for _, g := range gs {
-		if math.IsNaN(g.score) {
-			g.z = math.NaN()
-			continue
-		}
-		g.z = modZ(g.score, med, dev, a.cfg.MADFloor*med)
-		if vote && a.cfg.voting() {
-			g.cand = 2*g.slow > len(g.vals)
-		} else {
-			g.cand = g.score < s.gate && (s.absolute || g.z < -a.cfg.ZMax)
-		}
-	}
-}
-
-// clear says whether an accusation stands in a noisy run: the score is
-// below the gate applied twice and its modified z below -zmax, so that
-// noise alone cannot have made it.
-func (a *assessment) clear(g gauge, s scale) bool {
-	return g.score < s.gate*s.gate && g.z < -a.cfg.ZMax
-}
-
-// hostVerdict words h's state, the worst reading first.
 func (a *assessment) hostVerdict(h *hostState) string {
 	switch {
 	case h.tests > 0 && 2*h.timeouts > h.tests:

@@ -147,6 +147,9 @@ func Judge(hosts []Host, unreachable []string, ms []Measurement, cs []Counters, 
 			GBps: num(median(h.gbps)), Score: num(h.bw.score), ModZ: num(h.bw.z),
 			LatUS: num(h.lat.medLatency), Verdict: h.verdict,
 		}
+		if hv.Measured == 0 {
+			hv.Score, hv.ModZ = 0, 0 // nothing finished: no ratio to judge
+		}
 		if q := h.lat.score; q > 0 {
 			hv.LatRatio = 1 / q
 		}

@@ -24,8 +24,8 @@ import (
 //     rounds: every host of a slow test (a suspect) meets Confirm distinct
 //     hosts whose tests all passed, all suspects at once, no host twice in
 //     a round; then retests of suspect links.
-//   - full: the circle rounds, then retests of suspect links.
-//   - directed, random: their rounds.
+//   - full, directed, random: their rounds, then retests of suspect links
+//     (a link is judged suspect only once a retest confirms it).
 //   - bisect (more than 3 hosts): the whole set as one group; then both
 //     halves of every failing group at once, recursing until a failing
 //     group has at most 3 hosts, whose hosts are the suspects; then confirm
@@ -120,9 +120,6 @@ func (p *Plan) advance(done []Measurement) {
 		p.phase = PhaseConfirm
 	case stageConfirm:
 		p.stage = stageRetest
-		if p.cfg.Schedule == "directed" || p.cfg.Schedule == "random" {
-			return
-		}
 		p.queue = p.retests(done)
 		p.phase = PhaseRetest
 	case stageRetest:

@@ -75,30 +75,15 @@ func (rec *Record) Finish(v Verdict, elapsedS float64) {
 // [] rather than null, and a final newline.
 func (rec *Record) Marshal() ([]byte, error) {
 	c := *rec
-	if c.Args == nil {
-		c.Args = []string{}
-	}
-	if c.Hosts == nil {
-		c.Hosts = []Host{}
-	}
-	if c.Unreachable == nil {
-		c.Unreachable = []string{}
-	}
-	if c.Rounds == nil {
-		c.Rounds = []RecordRound{}
-	}
+	c.Args, c.Hosts, c.Unreachable, c.Rounds = orEmpty(c.Args), orEmpty(c.Hosts), orEmpty(c.Unreachable), orEmpty(c.Rounds)
 	if c.Summary != nil {
 		s := *c.Summary
-		if s.Flagged == nil {
-			s.Flagged = []string{}
-		}
-		if s.Unreachable == nil {
-			s.Unreachable = []string{}
-		}
+		s.Flagged, s.Unreachable = orEmpty(s.Flagged), orEmpty(s.Unreachable)
 		c.Summary = &s
 	}
 	if c.Verdict != nil {
-		v := c.Verdict.withLists()
+		v := *c.Verdict
+		v.Hosts, v.Links, v.Flagged, v.Inconclusive = orEmpty(v.Hosts), orEmpty(v.Links), orEmpty(v.Flagged), orEmpty(v.Inconclusive)
 		c.Verdict = &v
 	}
 	out, err := json.MarshalIndent(c, "", " ")
@@ -108,21 +93,12 @@ func (rec *Record) Marshal() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// withLists is v with its nil lists made empty, for JSON.
-func (v Verdict) withLists() Verdict {
-	if v.Hosts == nil {
-		v.Hosts = []HostVerdict{}
+// orEmpty is s, or an empty slice for nil (JSON [] rather than null).
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	if v.Links == nil {
-		v.Links = []LinkVerdict{}
-	}
-	if v.Flagged == nil {
-		v.Flagged = []string{}
-	}
-	if v.Inconclusive == nil {
-		v.Inconclusive = []string{}
-	}
-	return v
+	return s
 }
 
 // ExcludeList is --exclude-file's contents: the flagged hosts, unreachable

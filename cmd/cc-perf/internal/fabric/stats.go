@@ -37,14 +37,3 @@ func mad(xs []float64, m float64) float64 {
 func modZ(x, med, dev, floor float64) float64 {
 	return 0.6745 * (x - med) / math.Max(dev, floor)
 }
-
-// finite drops NaNs and infinities.
-func finite(xs []float64) []float64 {
-	var out []float64
-	for _, x := range xs {
-		if !math.IsNaN(x) && !math.IsInf(x, 0) {
-			out = append(out, x)
-		}
-	}
-	return out
-}

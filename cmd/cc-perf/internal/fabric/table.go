@@ -60,7 +60,7 @@ func writeHosts(b *strings.Builder, v Verdict) {
 		}
 		fmt.Fprintf(b, "  %5s  %8s  %5s  %6s  %5s",
 			fmt.Sprintf("%d/%d", h.Measured, h.Tests), fixed(h.GBps, h.Measured > 0, 2),
-			fixed(h.Score, h.Tests > 0, 2), fixed(h.ModZ, h.Tests > 0, 1), fmt.Sprintf("%d/%d", h.Slow, h.Tests))
+			fixed(h.Score, h.Measured > 0, 2), fixed(h.ModZ, h.Measured > 0, 1), fmt.Sprintf("%d/%d", h.Slow, h.Tests))
 		if directed {
 			fmt.Fprintf(b, "  %5s  %5s", optional(h.Tx), optional(h.Rx))
 		}
@@ -91,7 +91,7 @@ func writeLinks(b *strings.Builder, v Verdict) {
 	}
 	var parts []string
 	for _, l := range v.Links {
-		s := fmt.Sprintf("%s %.2f %s", linkName(l), l.Ratio, l.Verdict)
+		s := fmt.Sprintf("%s %.2f z %.1f %s", linkName(l), l.Ratio, l.ModZ, l.Verdict)
 		switch {
 		case l.Confirmed:
 			s += " (confirmed by a retest)"

@@ -23,7 +23,9 @@ import (
 func Hosts(c *comm.Comm) ([]fabric.Host, error) {
 	boot, err := os.ReadFile("/" + hw.BootIDFile)
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: %w", c.Rank(), err)
+		err = fmt.Errorf("rank %d: %w", c.Rank(), err)
+		c.Abort(err) // the others must not wait for this rank's boot id
+		return nil, err
 	}
 	all, err := allGather(c, []byte(strings.TrimSpace(string(boot))))
 	if err != nil {

@@ -72,6 +72,11 @@ type Options struct {
 	// the tests host takes part in (nil: none), cut short by the test's
 	// timeout.
 	delay func(host int) time.Duration
+	// skew is a test hook: time added to every timed iteration of the
+	// tests host takes part in, without waiting (nil: none), as if its
+	// link took that much longer: judge tests on real ranks whose numbers
+	// a busy machine cannot blur.
+	skew func(host int) time.Duration
 	// corrupt is a test hook: host's received data gets a wrong byte
 	// after every call when it returns true.
 	corrupt func(host int) bool
@@ -102,11 +107,27 @@ type report struct {
 // the job calls it, one rank per host, nhosts ranks). On rank 0, onRound
 // (nil: none) sees each round with what it measured, after the round; an
 // error from it ends the run on every rank. Rank 0's Result holds every
-// measurement; the other ranks' is empty.
+// measurement; the other ranks' is empty. The end of ctx ends the run on
+// every rank (the job is aborted), with ctx's cause.
 func Run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(fabric.Round, *Result) error) (*Result, error) {
+	res, err := run(ctx, c, nhosts, o, onRound)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		err = context.Cause(ctx)
+	case c.Err() == nil:
+		c.Abort(err) // a failure of this rank alone (its counters): the others must not wait for it
+	}
+	return res, err
+}
+
+func run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(fabric.Round, *Result) error) (*Result, error) {
 	if c.NRanks() != nhosts {
 		return nil, fmt.Errorf("rank %d: %d ranks for %d hosts: want one rank per host", c.Rank(), c.NRanks(), nhosts)
 	}
+	// The end of ctx (a signal) aborts the job, and so every rank's run.
+	stop := context.AfterFunc(ctx, func() { c.Abort(context.Cause(ctx)) })
+	defer stop()
 	res := &Result{}
 	var iface string
 	if o.Counters {

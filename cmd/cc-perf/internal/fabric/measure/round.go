@@ -123,7 +123,7 @@ func runRound(ctx context.Context, c *comm.Comm, r fabric.Round, o Options) ([]p
 	var wg sync.WaitGroup
 	for k, m := range tests {
 		wg.Go(func() {
-			parts[k] = measureTest(m.pc, r.Tests[m.test], me, o)
+			parts[k] = measureTest(ctx, m.pc, r.Tests[m.test], me, o)
 			parts[k].Test = m.test
 			m.pc.Close() // after an abort, without waiting for the peer
 		})
