@@ -158,11 +158,12 @@ func TestE2EFabricSlowHost(t *testing.T) {
 }
 
 // TestE2EFabricSlowHostSerial: a 1 Gbit throttle, which concurrent pairs on 2 cores hide,
-// shows with one pair at a time.
+// shows with one pair at a time. An idle pair moves 0.3-0.6 GB/s here, the throttled one
+// 0.11: a second per pair lets the median ride out the machine's other work.
 func TestE2EFabricSlowHostSerial(t *testing.T) {
 	tb := needTestbed(t)
 	tb.shape(t, "tb5", "--rate", "1gbit")
-	r := tb.runFabric(t, 4*time.Minute, nil, "--schedule", "full", "--max-concurrent", "1")
+	r := tb.runFabric(t, 4*time.Minute, nil, "--schedule", "full", "--max-concurrent", "1", "--pair-time", "1s")
 	r.expect(t, exitFabric, []string{"tb5 slow-host"}, regexp.QuoteMeta("FAIL 1 host (tb5 slow-host)"))
 }
 
@@ -180,12 +181,15 @@ func TestE2EFabricSuspectLink(t *testing.T) {
 	tb := needTestbed(t)
 	tb.shape(t, "tb2", "--to", "tb6", "--rate", "100mbit")
 	r := tb.runFabric(t, 3*time.Minute, nil, "--schedule", "full")
-	r.expect(t, exitFabric, nil, regexp.QuoteMeta("FAIL 1 link ("))
-	if !regexp.MustCompile(`\b(tb2-tb6|tb6-tb2) [0-9.]+ suspect-link\b`).MatchString(r.links) {
-		t.Errorf("links %q, want tb2-tb6 a suspect-link", r.links)
+	r.expect(t, exitFabric, nil, regexp.QuoteMeta("FAIL 1 link (tb2-tb6 suspect-link)")+"|"+regexp.QuoteMeta("FAIL 1 link (tb6-tb2 suspect-link)"))
+	var suspects []string // "tb2-tb6 0.03 z -4.9 suspect-link (confirmed by a retest)"
+	for _, l := range strings.Split(r.links, ";") {
+		if f := strings.Fields(l); len(f) > 0 && slices.Contains(f, "suspect-link") {
+			suspects = append(suspects, f[0])
+		}
 	}
-	if n := strings.Count(r.links, "suspect-link"); n != 1 {
-		t.Errorf("links %q: %d suspect links, want 1", r.links, n)
+	if len(suspects) != 1 || (suspects[0] != "tb2-tb6" && suspects[0] != "tb6-tb2") {
+		t.Errorf("suspect links %q, want tb2-tb6 alone; links: %s", suspects, r.links)
 	}
 }
 
