@@ -232,6 +232,50 @@ func TestFabricRun(t *testing.T) {
 	}
 }
 
+// TestFabricSchedules: directed (every host in two tests a round: the one
+// it sends in and the one it receives in) and bisect (groups, then pairs)
+// over 4 hosts: every test measured ok, as the -J record shows.
+func TestFabricSchedules(t *testing.T) {
+	for _, tc := range []struct {
+		schedule string
+		check    func(m fabric.Measurement) bool // the tests the schedule must have run
+		want     int                             // at least
+	}{
+		{"directed", func(m fabric.Measurement) bool { return m.Dir }, 12},
+		{"bisect", func(m fabric.Measurement) bool { return len(m.Group) > 0 }, 1},
+	} {
+		t.Run(tc.schedule, func(t *testing.T) {
+			js := filepath.Join(t.TempDir(), "f.json")
+			outs := fabricProcs(t, 4, true, "--schedule", tc.schedule, "--size", "64K", "--pair-time", "20ms", "-c", "-J", js)
+			if outs[0].code != 0 && outs[0].code != exitFabric {
+				t.Fatalf("exit %d; stderr %q", outs[0].code, outs[0].stderr)
+			}
+			data, err := os.ReadFile(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec fabric.Record
+			if err := json.Unmarshal(data, &rec); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, r := range rec.Rounds {
+				for _, m := range r.Pairs {
+					if m.Status != fabric.StatusOK || m.GBps <= 0 {
+						t.Errorf("round %d test %+v: %s %q, %g GB/s; want ok", r.Index, m.Test, m.Status, m.Err, m.GBps)
+					}
+					if tc.check(m) {
+						n++
+					}
+				}
+			}
+			if n < tc.want {
+				t.Errorf("%d %s tests, want at least %d", n, tc.schedule, tc.want)
+			}
+		})
+	}
+}
+
 // ccrunOnce builds ccrun for the tests that launch through it.
 var ccrunOnce = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "cc-perf-fabric-")

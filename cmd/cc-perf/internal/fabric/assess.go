@@ -270,6 +270,11 @@ func (a *assessment) judgeHosts() {
 
 func (a *assessment) hostVerdict(h *hostState) string {
 	switch {
+	case h.tests == 0 && a.cfg.Schedule != "bisect":
+		// never paired (random leaves a host idle in a round when n is
+		// odd): nothing says it is ok. bisect's hosts in passing groups
+		// have no pair test and passed.
+		return VerdictInconclusive
 	case h.tests > 0 && 2*h.timeouts > h.tests:
 		return VerdictTimeout
 	case h.tests > 0 && 2*h.errors > h.tests:

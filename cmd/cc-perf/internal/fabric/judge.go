@@ -18,7 +18,7 @@ const (
 	VerdictSuspectLink  = "suspect-link" // one pair slow while both its hosts pass
 	VerdictSlowLatency  = "slow-latency" // latency above the gates and the floor
 	VerdictLossy        = "lossy"        // its counters grew while the others' stayed flat
-	VerdictInconclusive = "inconclusive" // it would be accused, but the run is too noisy to be sure
+	VerdictInconclusive = "inconclusive" // it would be accused, but the run is too noisy to be sure; or it was never measured
 	VerdictOK           = "ok"
 )
 
@@ -299,7 +299,7 @@ func summary(v Verdict) string {
 	case v.Fail:
 		return "FAIL " + strings.Join(parts, "; ")
 	case len(v.Inconclusive) > 0:
-		return fmt.Sprintf("INCONCLUSIVE %s (%s): noisy run, try --max-concurrent 1 or a longer --pair-time",
+		return fmt.Sprintf("INCONCLUSIVE %s (%s): too noisy to judge (try --max-concurrent 1 or a longer --pair-time) or never measured",
 			plural(len(v.Inconclusive), "host"), strings.Join(v.Inconclusive, ", "))
 	}
 	inc := 0

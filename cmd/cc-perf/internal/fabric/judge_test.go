@@ -219,3 +219,70 @@ func TestJudgeLossyNeedsOthersFlat(t *testing.T) {
 		}
 	}
 }
+
+func TestJudgeNoisyHealthyRun(t *testing.T) {
+	// +-90% noise in full: a noisy run, said so, and nobody accused in
+	// these 25 runs. Over 400 (TestNoiseRates) full accused a healthy
+	// host once and a link in 9 runs; quick, with 2 to 4 tests per host,
+	// a host in 16 and a link in 15: at that noise two low tests of a
+	// healthy link look like a 6x slower one.
+	hosts := testHosts(8)
+	for _, schedule := range []string{"full"} {
+		cfg := cfgOf(schedule, nil)
+		noisy := 0
+		for seed := range uint64(seeds) {
+			_, ms := run(t, cfg, newModel(8, 0.9, seed))
+			v := Judge(hosts, nil, ms, nil, cfg)
+			if got := accused(hosts, v); len(got) > 0 || len(failingLinks(v)) > 0 || v.Fail {
+				t.Errorf("%s seed %d: got %q %q fail %v, want no accusation", schedule, seed, got, failingLinks(v), v.Fail)
+			}
+			if v.Noisy {
+				noisy++
+				if tab := table(t, hosts, ms, v); !strings.Contains(tab, "# WARNING noisy run: noise ") {
+					t.Errorf("%s seed %d: a noisy run without its warning:\n%s", schedule, seed, tab)
+				}
+			}
+		}
+		if noisy < seeds/2 {
+			t.Errorf("%s: %d noisy runs of %d at +-90%% noise, want most", schedule, noisy, seeds)
+		}
+	}
+}
+
+func TestJudgeLatencyDegraded(t *testing.T) {
+	hosts := testHosts(8)
+	cfg := cfgOf("full", func(c *Config) {
+		c.Baseline = &Baseline{Version: 1, Hosts: hostNames(hosts), Op: "sendrecv", Size: 32 << 20, LatSize: 8, GBps: 1, LatUS: 50, Path: "b.json"}
+	})
+	m := newModel(8, 0.1, 1)
+	for h := range 8 {
+		m.lat[h] = 3
+	}
+	_, ms := run(t, cfg, m)
+	v := Judge(hosts, nil, ms, nil, cfg)
+	if !v.LatDegraded || v.Degraded || !v.Fail || len(accused(hosts, v)) > 0 || !strings.Contains(v.Summary, "fleet latency") {
+		t.Errorf("got lat-degraded %v degraded %v fail %v accused %q %q, want a degraded latency alone", v.LatDegraded, v.Degraded, v.Fail, accused(hosts, v), v.Summary)
+	}
+}
+
+func TestJudgeUnmeasuredHost(t *testing.T) {
+	// random over 5 hosts in one round leaves one idle: not ok, not
+	// accused.
+	hosts := testHosts(5)
+	cfg := cfgOf("random", func(c *Config) { c.Rounds, c.Seed = 1, 3 })
+	_, ms := run(t, cfg, newModel(5, 0, 1))
+	idle := map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true}
+	for _, m := range ms {
+		delete(idle, m.A)
+		delete(idle, m.B)
+	}
+	if len(idle) != 1 {
+		t.Fatalf("got idle hosts %v, want one", idle)
+	}
+	v := Judge(hosts, nil, ms, nil, cfg)
+	for h := range idle {
+		if got := verdictOf(v, hosts[h].Name); got != VerdictInconclusive || v.Fail || !strings.HasPrefix(v.Summary, "INCONCLUSIVE 1 host ("+hosts[h].Name+")") {
+			t.Errorf("idle %s: got %s, fail %v, %q; want inconclusive, no failure", hosts[h].Name, got, v.Fail, v.Summary)
+		}
+	}
+}

@@ -168,8 +168,8 @@ func meetings(done []Measurement) map[[2]int]bool {
 
 // confirmRounds pairs every suspect with k distinct good hosts it has not
 // met yet, in as few rounds as the good hosts allow, each host in at most
-// one test per round: in round c, suspect s takes the first good host free
-// in that round that s has not met. fill pairs the good hosts a round
+// one test per round: in each round the suspects that need most partners
+// take, in turn, the first good host free in that round they have not met. fill pairs the good hosts a round
 // leaves idle with each other.
 func confirmRounds(suspects, good []int, k int, fill bool, met map[[2]int]bool) [][]Test {
 	if len(suspects) == 0 || len(good) == 0 || k == 0 {
@@ -180,10 +180,14 @@ func confirmRounds(suspects, good []int, k int, fill bool, met map[[2]int]bool) 
 		need[s] = k
 	}
 	var rounds [][]Test
+	order := slices.Clone(suspects)
 	for {
+		// the suspects that need most first, so that no one is left
+		// alone at the end (5 suspects, 2 good hosts: 5 rounds, not 6)
+		slices.SortStableFunc(order, func(x, y int) int { return need[y] - need[x] })
 		busy := map[int]bool{}
 		var r []Test
-		for _, s := range suspects {
+		for _, s := range order {
 			if need[s] == 0 {
 				continue
 			}

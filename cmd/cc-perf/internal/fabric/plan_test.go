@@ -260,3 +260,62 @@ func TestNewPlanRejectsBadConfig(t *testing.T) {
 		t.Errorf("NewPlan over 1 host: got no error")
 	}
 }
+
+func TestConfirmRounds(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		suspects, good []int
+		k              int
+		fill           bool
+		wantRounds     int
+		wantPerSuspect int
+	}{
+		{"one suspect", []int{3}, []int{0, 1, 2, 4}, 2, false, 2, 2},
+		{"more suspects than good hosts", []int{0, 1, 2, 3, 4}, []int{5, 6}, 2, false, 5, 2},
+		{"fewer good hosts than k", []int{0, 1}, []int{2}, 3, false, 2, 1},
+		{"no good host", []int{0, 1}, nil, 2, false, 0, 0},
+		{"k 0", []int{0}, []int{1, 2}, 0, false, 0, 0},
+		{"fill", []int{0}, []int{1, 2, 3, 4, 5}, 2, true, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			met := map[[2]int]bool{}
+			rounds := confirmRounds(tc.suspects, tc.good, tc.k, tc.fill, met)
+			if len(rounds) != tc.wantRounds {
+				t.Errorf("got %d rounds %v, want %d", len(rounds), rounds, tc.wantRounds)
+			}
+			roundsDisjoint(t, tc.name, 8, rounds)
+			partners := map[int]map[int]bool{}
+			for _, r := range rounds {
+				fills := 0
+				for _, x := range r {
+					s, g := x.A, x.B
+					if !slices.Contains(tc.suspects, s) {
+						s, g = g, s
+					}
+					switch {
+					case slices.Contains(tc.suspects, s) && slices.Contains(tc.good, g):
+						if partners[s] == nil {
+							partners[s] = map[int]bool{}
+						}
+						if partners[s][g] {
+							t.Errorf("suspect %d meets %d twice", s, g)
+						}
+						partners[s][g] = true
+					case tc.fill && slices.Contains(tc.good, x.A) && slices.Contains(tc.good, x.B):
+						fills++
+					default:
+						t.Errorf("test %d-%d is neither a suspect with a good host nor a fill", x.A, x.B)
+					}
+				}
+				if tc.fill && fills == 0 {
+					t.Errorf("round %v: no fill pair among %d idle good hosts", r, len(tc.good)-1)
+				}
+			}
+			for _, s := range tc.suspects {
+				if got := len(partners[s]); got != tc.wantPerSuspect {
+					t.Errorf("suspect %d: got %d partners, want %d", s, got, tc.wantPerSuspect)
+				}
+			}
+		})
+	}
+}

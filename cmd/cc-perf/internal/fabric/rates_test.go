@@ -35,6 +35,8 @@ func TestNoiseRates(t *testing.T) {
 		{"bisect 1 slow 0.05", "bisect", 8, func(m *model) { m.slow(5, 0.05) }, 1},
 		{"directed tx 0.15", "directed", 8, func(m *model) { m.tx[2] = 0.15 }, 1},
 		{"full link 0.15", "full", 8, func(m *model) { m.link[[2]int{1, 5}] = 0.15 }, 0},
+		{"full healthy +-90%", "full", 8, func(m *model) { m.noise = 0.9 }, 0},
+		{"quick healthy +-90%", "quick", 8, func(m *model) { m.noise = 0.9 }, 0},
 	} {
 		hosts := testHosts(sc.n)
 		cfg := cfgOf(sc.schedule, nil)

@@ -69,9 +69,11 @@
 // full, directed: no healthy host accused; a host at 0.15 named in 398
 // runs of 400, two such hosts in 392; quick: a healthy host accused in 1
 // run of 400, a host at 0.05 (100 Mbit among 1 GB/s pairs is 0.0125)
-// named in 397, at 0.15 in 361; random (3 rounds) and bisect accuse a
+// named in 396, at 0.15 in 362; random (3 rounds) and bisect accuse a
 // healthy host in 11 and 8 runs of 400 at that noise, and bisect names a
-// host at 0.05 in 336: prefer full, or a quieter run (--max-concurrent 1).
+// host at 0.05 in 336. At +-90% noise full accused a healthy host in 1
+// run of 400 and a link in 9, quick a host in 16 and a link in 15. Prefer
+// full, or a quieter run (--max-concurrent 1).
 package fabric
 
 // Host is one host of the run. Index i of a []Host is host i in every

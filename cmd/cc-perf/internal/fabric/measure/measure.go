@@ -111,7 +111,10 @@ type report struct {
 // every rank (the job is aborted), with ctx's cause.
 func Run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(fabric.Round, *Result) error) (*Result, error) {
 	res, err := run(ctx, c, nhosts, o, onRound)
+	var agreed agreedStop
 	switch {
+	case errors.As(err, &agreed):
+		err = agreed.err // every rank knows: no abort, which could overtake the last messages
 	case err == nil:
 	case ctx.Err() != nil:
 		err = context.Cause(ctx)
@@ -159,9 +162,9 @@ func run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(
 		if s.Done {
 			if s.Err != "" {
 				if stopErr != nil {
-					return res, stopErr
+					return res, agreedStop{stopErr}
 				}
-				return res, fmt.Errorf("rank 0 stopped the run: %s", s.Err)
+				return res, agreedStop{fmt.Errorf("rank 0 stopped the run: %s", s.Err)}
 			}
 			return res, nil
 		}
@@ -209,6 +212,11 @@ func run(ctx context.Context, c *comm.Comm, nhosts int, o Options, onRound func(
 		}
 	}
 }
+
+// agreedStop is an end of the run that rank 0 has told every rank.
+type agreedStop struct{ err error }
+
+func (e agreedStop) Error() string { return e.err.Error() }
 
 // checkRound refuses a round naming a host out of range, or a host twice
 // in a role (a pair's rank 0 would wait for a partner that is elsewhere).
