@@ -14,27 +14,30 @@ var DefaultForward = []string{"NCCL_", "CC_"}
 // Variables ccrun sets for each rank. A user may not set them with -x or --env, and they
 // are never forwarded from ccrun's own environment.
 const (
-	EnvRank           = "CC_RANK"
-	EnvNRanks         = "CC_NRANKS"
-	EnvLocalRank      = "CC_LOCAL_RANK"
-	EnvLocalNRanks    = "CC_LOCAL_NRANKS"
-	EnvNodeRank       = "CC_NODE_RANK"
-	EnvRootAddr       = "CC_ROOT_ADDR"
-	EnvJobID          = "CC_JOB_ID"
-	EnvJobSecret      = "CC_JOB_SECRET"
-	EnvJobSecretFile  = "CC_JOB_SECRET_FILE"
-	EnvMasterAddr     = "MASTER_ADDR"
-	EnvMasterPort     = "MASTER_PORT"
-	masterPortBase    = 20000
-	masterPortSpan    = 10000
-	errReservedSuffix = "is set by ccrun for each rank"
+	EnvRank          = "CC_RANK"
+	EnvNRanks        = "CC_NRANKS"
+	EnvLocalRank     = "CC_LOCAL_RANK"
+	EnvLocalNRanks   = "CC_LOCAL_NRANKS"
+	EnvNodeRank      = "CC_NODE_RANK"
+	EnvRootAddr      = "CC_ROOT_ADDR"
+	EnvJobID         = "CC_JOB_ID"
+	EnvJobSecret     = "CC_JOB_SECRET"
+	EnvJobSecretFile = "CC_JOB_SECRET_FILE"
+	// EnvUnreachableHosts lists, comma-separated, the hosts --skip-unreachable dropped
+	// (set only when it dropped some).
+	EnvUnreachableHosts = "CC_UNREACHABLE_HOSTS"
+	EnvMasterAddr       = "MASTER_ADDR"
+	EnvMasterPort       = "MASTER_PORT"
+	masterPortBase      = 20000
+	masterPortSpan      = 10000
+	errReservedSuffix   = "is set by ccrun for each rank"
 )
 
 // reserved are the rank-identity names ccrun owns; MASTER_ADDR/MASTER_PORT are not among
 // them because a user may point a program's own rendezvous elsewhere.
 var reserved = map[string]bool{
 	EnvRank: true, EnvNRanks: true, EnvLocalRank: true, EnvLocalNRanks: true, EnvNodeRank: true,
-	EnvRootAddr: true, EnvJobID: true, EnvJobSecret: true, EnvJobSecretFile: true,
+	EnvRootAddr: true, EnvJobID: true, EnvJobSecret: true, EnvJobSecretFile: true, EnvUnreachableHosts: true,
 	"OMPI_COMM_WORLD_RANK": true, "OMPI_COMM_WORLD_SIZE": true, "OMPI_COMM_WORLD_NODE_RANK": true,
 	"OMPI_COMM_WORLD_LOCAL_RANK": true, "OMPI_COMM_WORLD_LOCAL_SIZE": true,
 	"PMI_RANK": true, "PMI_SIZE": true, EnvPMIPort: true, EnvPMIID: true, EnvPMIFD: true, "MPI_LOCALRANKID": true, "MPI_LOCALNRANKS": true,
@@ -270,6 +273,9 @@ type JobEnv struct {
 	MasterPort int
 	// NNodes is the number of hosts that run ranks (GROUP_WORLD_SIZE); 0: unknown, unset.
 	NNodes int
+	// Unreachable names the hosts dropped because they could not be reached
+	// (CC_UNREACHABLE_HOSTS); empty: the variable is not set.
+	Unreachable []string
 }
 
 // MasterPort is the MASTER_PORT ccrun exports when rank 0 is on another host, where ccrun
@@ -311,6 +317,9 @@ func RankEnv(base []string, job JobEnv, s Slot, rootAddr string) []string {
 	}
 	if job.NNodes > 0 {
 		e.set("GROUP_WORLD_SIZE", itoa(job.NNodes))
+	}
+	if len(job.Unreachable) > 0 {
+		e.set(EnvUnreachableHosts, strings.Join(job.Unreachable, ","))
 	}
 	if _, ok := e.get(EnvMasterAddr); !ok {
 		e.set(EnvMasterAddr, job.MasterAddr)

@@ -112,6 +112,12 @@ type Options struct {
 	// or, where none can reach it, PMI_PORT (see servePMI). Without it the job has no
 	// PMI server and the ranks get neither.
 	PMI bool
+	// SkipUnreachable connects to every remote host before ranks are placed and drops
+	// those that cannot be reached (see Unreachable); every rank gets their names in
+	// CC_UNREACHABLE_HOSTS. Too few hosts left for the ranks is an error, as without it.
+	SkipUnreachable bool
+	// Skipped, when set, is told of each host SkipUnreachable dropped, and why.
+	Skipped func(host string, why error)
 }
 
 // LocalHost is the host list of a job on this machine only: one slot per CPU ccrun may
@@ -212,18 +218,29 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Logf = func(string, ...any) {}
 	}
 	o.Hosts = OneNode(o.Hosts, o.IsLocal)
-	slots, err := Place(o.Hosts, o.Placement)
-	if err != nil {
-		return nil, err
-	}
-	if err := o.StdinTo.check(len(slots)); err != nil {
-		return nil, err
-	}
 	base, err := BaseEnv(o.Environ, o.Env)
 	if err != nil {
 		return nil, err
 	}
-	j := &job{o: o, slots: slots, base: base, progOn: map[string]string{}, rootHost: map[string]string{}}
+	j := &job{o: o, base: base, progOn: map[string]string{}, rootHost: map[string]string{}, reached: map[string]bool{}}
+	if o.SkipUnreachable {
+		if j.o.Hosts, j.skipped, err = skipUnreachable(ctx, o, j.reached); err != nil {
+			j.closeRemote()
+			return nil, err
+		}
+	}
+	j.slots, err = Place(j.o.Hosts, o.Placement)
+	if err != nil && len(j.skipped) > 0 {
+		err = fmt.Errorf("--skip-unreachable dropped %s: %w", strings.Join(j.skipped, ", "), err)
+	}
+	if err == nil {
+		err = o.StdinTo.check(len(j.slots))
+	}
+	if err != nil {
+		j.closeRemote()
+		return nil, err
+	}
+	slots := j.slots
 	if err := j.prepare(ctx); err != nil {
 		j.closeRemote()
 		return nil, err
@@ -298,6 +315,9 @@ type job struct {
 	// masterPort is the MASTER_PORT offered when the user exported none (see pickMasterPort).
 	masterPort int
 	closeOnce  sync.Once
+	// reached names the remote hosts SkipUnreachable connected; skipped those it dropped.
+	reached map[string]bool
+	skipped []string
 }
 
 // prepare sorts hosts into local and remote, checks the program, connects and preloads.
@@ -354,10 +374,18 @@ func (j *job) prepare(ctx context.Context) error {
 		return nil
 	}
 	if j.o.Remote == nil {
-		return fmt.Errorf("host %s is not this machine and ccrun has no way to reach it", j.remote[0].Name)
+		return errNoRemote(j.remote[0].Name)
 	}
-	if err := j.o.Remote.Connect(ctx, j.remote); err != nil {
-		return err
+	var fresh []RemoteHost // not yet connected by SkipUnreachable
+	for _, h := range j.remote {
+		if !j.reached[h.Name] {
+			fresh = append(fresh, h)
+		}
+	}
+	if len(fresh) > 0 {
+		if err := j.o.Remote.Connect(ctx, fresh); err != nil {
+			return err
+		}
 	}
 	if !j.o.Preload {
 		return nil
@@ -383,8 +411,13 @@ func (j *job) prepare(ctx context.Context) error {
 	return first
 }
 
+// errNoRemote is the error of a job with a remote host but no Remote.
+func errNoRemote(host string) error {
+	return fmt.Errorf("host %s is not this machine and ccrun has no way to reach it", host)
+}
+
 func (j *job) closeRemote() {
-	if j.o.Remote != nil && len(j.remote) > 0 {
+	if j.o.Remote != nil && (len(j.remote) > 0 || len(j.reached) > 0) {
 		j.closeOnce.Do(func() { j.o.Remote.Close() })
 	}
 }
@@ -470,7 +503,8 @@ func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
 	if p := j.progOn[s.Host]; p != "" {
 		argv[0] = p
 	}
-	job := JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr(), MasterPort: j.masterPort, NNodes: nodeCount(j.slots)}
+	job := JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr(), MasterPort: j.masterPort,
+		NNodes: nodeCount(j.slots), Unreachable: j.skipped}
 	env := RankEnv(j.base, job, s, j.rootAddr(s.Host))
 	dir, optional := j.o.Wdir, false
 	if dir == "" && !j.local[s.Host] {

@@ -10,7 +10,9 @@
 #   scripts/testbed.sh status                exit 0 healthy, 1 degraded, 3 down
 #   scripts/testbed.sh env                   export lines: eval "$(scripts/testbed.sh env)"
 #   scripts/testbed.sh cut HOST | heal HOST  pull a host's cable, plug it back in
-#   scripts/testbed.sh shape HOST|all [--rate R] [--delay D]    no options: unshaped
+#   scripts/testbed.sh shape HOST|all [--dir tx|rx] [--rate R] [--delay D] [--loss P]
+#   scripts/testbed.sh shape HOST --to PEER --rate R   one link, both ways
+#                                            no options: HOST unshaped, its links too
 #   scripts/testbed.sh ssh HOST [CMD...]     ssh with the generated config
 #   scripts/testbed.sh exec HOST CMD...      run CMD in HOST's namespaces without ssh
 #   scripts/testbed.sh run CMD...            up unless up, CMD with the env, then down
@@ -20,7 +22,9 @@
 #                                            Slurm and MUNGE)
 #
 # N defaults to $CC_TESTBED_N or 8 (at most 250), S to 2. R is a rate (100mbit, 2.5gbit),
-# D a one-way delay (50us, 1ms). HOST is tbK, K or 10.252.0.K. Slurm runs when installed
+# D a one-way delay (50us, 1ms), P a loss rate (1%, 0.5%). --dir: only what HOST sends (tx)
+# or receives (rx); without it the rate applies both ways, delay and loss to tx. Each shape
+# replaces what HOST had, its links included. HOST is tbK, K or 10.252.0.K. Slurm runs when installed
 # unless --no-slurm or CC_TESTBED_NO_SLURM=1; --slurm requires it. Needs root. State:
 # ${CC_TESTBED_DIR:-/tmp/cc-testbed}. Exit status: 0; 1 failure; 2 bad usage.
 set -euo pipefail
@@ -151,7 +155,7 @@ teardown() {
 		ip link del "$dev" 2>/dev/null || true
 	done < <(ip -o link show 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); if ($2 ~ /^ccv[0-9]+$/) print $2}')
 	ip link del "$BR" 2>/dev/null || true
-	rm -f "$STATE/state.env" "$STATE"/hosts/tb*/*.pid
+	rm -f "$STATE/state.env" "$STATE/links" "$STATE"/hosts/tb*/*.pid
 }
 
 cmd_down() {
@@ -336,42 +340,118 @@ check_shaping() {
 		usage_error "bad --rate '$rate' (allowed: a number with kbit, mbit or gbit, at least 8kbit: 100mbit, 2.5gbit)"
 	[ -z "$delay" ] || [[ $delay =~ ^[0-9]+(\.[0-9]+)?(us|ms)$ ]] ||
 		usage_error "bad --delay '$delay' (allowed: a number with us or ms: 50us, 1ms)"
+	[ -z "$loss" ] || { [[ $loss =~ ^[0-9]+(\.[0-9]+)?%$ ]] && awk -v p="${loss%\%}" 'BEGIN {exit !(p > 0 && p <= 100)}'; } ||
+		usage_error "bad --loss '$loss' (allowed: a percentage above 0 and at most 100: 1%, 0.5%)"
+	case $dir in both | tx | rx) ;; *) usage_error "bad --dir '$dir' (allowed: tx, rx)" ;; esac
 }
 
-# netem_ok: can this kernel delay packets? Tried on a dummy device in a scratch namespace.
+# need_netem fails unless the kernel can delay and drop packets, when $delay or $loss asks it to.
+need_netem() {
+	[ -z "$delay$loss" ] || netem_ok ||
+		die "--delay and --loss need the kernel's sch_netem, which this kernel lacks (--rate works without it)"
+}
+
+# netem_ok: can this kernel delay packets? Tried on a veth pair in a scratch namespace.
 netem_ok() {
 	local ns=ccprobe$$ ok=1
 	ip netns add "$ns" || return 1
-	if ip -n "$ns" link add d0 type dummy 2>/dev/null && tc -n "$ns" qdisc add dev d0 root netem delay 1ms 2>/dev/null; then ok=0; fi
+	if ip -n "$ns" link add p0 type veth peer name p1 2>/dev/null && tc -n "$ns" qdisc add dev p0 root netem delay 1ms 2>/dev/null; then ok=0; fi
 	ip netns del "$ns"
 	return $ok
 }
 
-# shape K: $rate on both directions of host K's link (tbf), $delay on what it sends (netem).
-# The bucket holds 1 ms of traffic, at least 128 KiB: two 64 KiB GSO packets.
-shape() {
-	local k=$1 burst=0
-	tc -n "cch$k" qdisc del dev eth0 root 2>/dev/null || true
-	tc qdisc del dev "ccv$k" root 2>/dev/null || true
-	if [ -n "$rate" ]; then
-		burst=$(($(rate_bytes "$rate") / 1000))
-		[ "$burst" -ge 131072 ] || burst=131072
-		tc qdisc add dev "ccv$k" root tbf rate "$rate" burst "$burst" latency 5ms
-	fi
-	if [ -n "$delay" ]; then
-		tc -n "cch$k" qdisc add dev eth0 root netem delay "$delay" ${rate:+rate "$rate"} limit 10000
-	elif [ -n "$rate" ]; then
-		tc -n "cch$k" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 5ms
-	fi
+# burst_of R: the bucket of a rate: 1 ms of traffic, at least 128 KiB (two 64 KiB GSO packets).
+burst_of() {
+	local b
+	b=$(($(rate_bytes "$1") / 1000))
+	[ "$b" -ge 131072 ] || b=131072
+	echo "$b"
 }
 
-# shaping K prints what host K's link does: tx (what it sends) and rx.
+# tc_dev K tx|rx: the tc arguments of host K's qdisc on that side: tx is what K sends (eth0
+# inside cchK), rx what it receives (the bridge's veth ccvK, which sends to K).
+tc_dev() { if [ "$2" = tx ]; then echo "-n cch$1 qdisc add dev eth0"; else echo "qdisc add dev ccv$1"; fi; }
+
+# shape K: $rate, $delay and $loss on host K's link, on the sides $dir says (tx, rx or both).
+# A rate alone is a tbf; delay or loss a netem (with the rate), on tx only when dir is both.
+shape() {
+	local k=$1 side
+	unshape "$k"
+	for side in tx rx; do
+		[ "$dir" = both ] || [ "$dir" = "$side" ] || continue
+		# shellcheck disable=SC2046 # tc_dev's words are separate arguments
+		if [ -n "$delay$loss" ] && { [ "$dir" != both ] || [ "$side" = tx ]; }; then
+			tc $(tc_dev "$k" "$side") root netem ${delay:+delay "$delay"} ${loss:+loss "$loss"} ${rate:+rate "$rate"} limit 10000
+		elif [ -n "$rate" ]; then
+			tc $(tc_dev "$k" "$side") root tbf rate "$rate" burst "$(burst_of "$rate")" latency 5ms
+		fi
+	done
+}
+
+# unshape K removes host K's own qdiscs, both sides.
+unshape() {
+	tc -n "cch$1" qdisc del dev eth0 root 2>/dev/null || true
+	tc qdisc del dev "ccv$1" root 2>/dev/null || true
+}
+
+# The links: $STATE/links holds "A B R" lines (A < B), a rate R on the link between hosts A and
+# B. Each end limits what it sends to the other with an htb class under a u32 filter on the
+# destination address; other traffic leaves unclassified, unlimited (htb's default 0).
+
+# relink K rebuilds host K's link classes from the links file.
+relink() {
+	local k=$1 a b r p hex
+	if tc -n "cch$k" qdisc show dev eth0 2>/dev/null | grep -q '^qdisc htb 1: root'; then
+		tc -n "cch$k" qdisc del dev eth0 root
+	fi
+	[ -s "$STATE/links" ] || return 0
+	while read -r a b r; do
+		if [ "$a" = "$k" ]; then p=$b; elif [ "$b" = "$k" ]; then p=$a; else continue; fi
+		tc -n "cch$k" qdisc show dev eth0 2>/dev/null | grep -q '^qdisc htb 1: root' ||
+			tc -n "cch$k" qdisc add dev eth0 root handle 1: htb
+		hex=$(printf %x "$p")
+		tc -n "cch$k" class add dev eth0 parent 1: classid "1:$hex" htb rate "$r" ceil "$r" \
+			burst "$(burst_of "$r")" cburst "$(burst_of "$r")" quantum 65536
+		tc -n "cch$k" filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst "$NET.$p/32" flowid "1:$hex"
+	done <"$STATE/links"
+}
+
+# unlink_host K removes host K's links and rebuilds its peers' classes.
+unlink_host() {
+	local k=$1 a b r peers=()
+	[ -s "$STATE/links" ] || return 0
+	while read -r a b r; do
+		if [ "$a" = "$k" ]; then peers+=("$b"); elif [ "$b" = "$k" ]; then peers+=("$a"); fi
+	done <"$STATE/links"
+	awk -v k="$k" '$1 != k && $2 != k' "$STATE/links" >"$STATE/links.new"
+	mv "$STATE/links.new" "$STATE/links"
+	for a in "${peers[@]}"; do relink "$a"; done
+}
+
+# link K P: $rate on the link between hosts K and P, both ways. A host that shapes all it
+# sends (tbf or netem on eth0) cannot take link classes too.
+link() {
+	local k=$1 p=$2 q
+	for q in "$k" "$p"; do
+		! tc -n "cch$q" qdisc show dev eth0 2>/dev/null | grep -qE '^qdisc (tbf|netem) [0-9a-f]+: root' ||
+			die "tb$q shapes all it sends ($(shaping "$q")): clear it first with scripts/testbed.sh shape tb$q"
+	done
+	echo "$((k < p ? k : p)) $((k < p ? p : k)) $rate" >>"$STATE/links"
+	relink "$k"
+	relink "$p"
+}
+
+# shaping K prints what host K's link does: tx (what it sends), rx, and its links.
 shaping() {
-	local tx rx
-	tx=$(tc -n "cch$1" qdisc show dev eth0 2>/dev/null | awk '$2 == "netem" || $2 == "tbf" {
-		s = $2; for (i = 3; i < NF; i++) if ($i == "rate" || $i == "delay") s = s " " $i " " $(i + 1); print s; exit }')
-	rx=$(tc qdisc show dev "ccv$1" 2>/dev/null | awk '$2 == "tbf" {for (i = 3; i < NF; i++) if ($i == "rate") {print "tbf rate " $(i + 1); exit}}')
-	echo "tx ${tx:-none}, rx ${rx:-none}"
+	local tx rx links
+	local qd='$2 == "netem" || $2 == "tbf" {
+		s = $2; for (i = 3; i < NF; i++) if ($i == "rate" || $i == "delay" || $i == "loss") s = s " " $i " " $(i + 1); print s; exit }'
+	tx=$(tc -n "cch$1" qdisc show dev eth0 2>/dev/null | awk "$qd")
+	rx=$(tc qdisc show dev "ccv$1" 2>/dev/null | awk "$qd")
+	links=$(tc -n "cch$1" class show dev eth0 2>/dev/null | awk '$1 == "class" && $2 == "htb" {
+		split($3, id, ":"); for (i = 4; i < NF; i++) if ($i == "rate") print id[2], $(i + 1) }' |
+		while read -r hex r; do printf 'tb%d htb rate %s\n' "$((16#$hex))" "$r"; done | paste -sd, | sed 's/,/, /g')
+	echo "tx ${tx:-none}, rx ${rx:-none}${links:+, link $links}"
 }
 
 building=0
@@ -386,7 +466,7 @@ on_exit() {
 
 cmd_up() {
 	local t0=$EPOCHREALTIME k
-	n="" slots=2 rate="" delay="" slurm=auto
+	n="" slots=2 rate="" delay="" loss="" dir=both slurm=auto
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--slots | --rate | --delay)
@@ -416,7 +496,7 @@ cmd_up() {
 		slurm=1
 		[ "${CC_TESTBED_NO_SLURM:-}" != 1 ] || slurm=0
 	fi
-	[ -z "$delay" ] || netem_ok || die "--delay needs the kernel's sch_netem, which this kernel lacks (--rate works without it)"
+	need_netem
 	take_lock
 	check_owner
 
@@ -511,29 +591,43 @@ cmd_link() {
 }
 
 cmd_shape() {
-	local target="" k
+	local target="" peer="" k p
 	need_root
 	load_state
-	rate="" delay=""
+	rate="" delay="" loss="" dir=both
 	while [ $# -gt 0 ]; do
 		case $1 in
-		--rate | --delay)
+		--rate | --delay | --loss | --dir | --to)
 			[ $# -ge 2 ] || usage_error "$1 needs a value"
-			printf -v "${1#--}" %s "$2"
+			case $1 in --to) peer=$2 ;; *) printf -v "${1#--}" %s "$2" ;; esac
 			shift
 			;;
-		-*) usage_error "shape: unknown option '$1' (allowed: --rate, --delay)" ;;
+		-*) usage_error "shape: unknown option '$1' (allowed: --dir, --rate, --delay, --loss, --to)" ;;
 		*) [ -z "$target" ] || usage_error "shape: unexpected argument '$1'"; target=$1 ;;
 		esac
 		shift
 	done
-	[ -n "$target" ] || usage_error "usage: scripts/testbed.sh shape HOST|all [--rate R] [--delay D]"
+	[ -n "$target" ] || usage_error "usage: scripts/testbed.sh shape HOST|all [--dir tx|rx] [--rate R] [--delay D] [--loss P] | shape HOST --to PEER --rate R"
 	check_shaping
-	[ -z "$delay" ] || netem_ok || die "--delay needs the kernel's sch_netem, which this kernel lacks (--rate works without it)"
+	if [ -n "$peer" ]; then
+		[ "$target" != all ] || usage_error "shape all --to: --to shapes one link: give one HOST (tb1..tb$n)"
+		[ -n "$rate" ] || usage_error "shape --to $peer needs --rate R (a link takes a rate only)"
+		[ -z "$delay$loss" ] && [ "$dir" = both ] || usage_error "shape --to $peer takes --rate only (not --dir, --delay or --loss)"
+		p=$(host_index "$peer")
+	fi
+	need_netem
 	if [ "$target" = all ]; then target=$(seq "$n"); else target=$(host_index "$target"); fi
+	[ -z "$peer" ] || [ "$p" != "$target" ] || usage_error "shape $peer --to $peer: a link needs two hosts"
 	take_lock
 	for k in $target; do
-		shape "$k"
+		unlink_host "$k"
+		if [ -n "$peer" ]; then
+			unshape "$k"
+			link "$k" "$p"
+			info "tb$p: $(shaping "$p")"
+		else
+			shape "$k"
+		fi
 		info "tb$k: $(shaping "$k")"
 	done
 }

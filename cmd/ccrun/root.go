@@ -48,11 +48,12 @@ type Options struct {
 	// AllowSingletons runs an Open MPI program anyway (see checkMPI).
 	AllowSingletons bool
 	// PMI serves PMI-1 to any program, not only to one ccrun detects as MPICH (see speaksPMI).
-	PMI          bool
-	NoAgent      bool
-	Stdin        string
-	CollNet      string // --collnet-server: the host of the aggregation server, "" for none
-	CollNetServe string // the hidden server mode's listen address
+	PMI             bool
+	NoAgent         bool
+	SkipUnreachable bool
+	Stdin           string
+	CollNet         string // --collnet-server: the host of the aggregation server, "" for none
+	CollNetServe    string // the hidden server mode's listen address
 
 	SSHPort         int
 	SSHUser         string
@@ -97,6 +98,7 @@ func (o *Options) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "print ccrun's own progress (connections, exits, signals) on stderr")
 	fs.StringVar(&o.Stdin, "stdin", "0", "which ranks read ccrun's stdin: a rank, all, or none (/dev/null); the others read /dev/null")
 	fs.BoolVar(&o.NoAgent, "no-agent", false, "start each remote rank in an SSH session of its own instead of through one ccrun agent per host")
+	fs.BoolVar(&o.SkipUnreachable, "skip-unreachable", false, "drop the hosts SSH cannot reach (no connection or handshake within --ssh-connect-timeout) before placing ranks, one stderr line each; ranks get their names in CC_UNREACHABLE_HOSTS")
 	fs.StringVar(&o.Launcher, "launcher", "ssh", "how remote ranks start: ssh, or srun (one Slurm job step per rank, inside an allocation)")
 	fs.BoolVar(&o.AllowSingletons, "allow-singletons", false, "run an Open MPI (PMIx) program anyway, each rank as a 1-rank MPI job (ccrun serves MPICH's PMI-1 only)")
 	fs.BoolVar(&o.PMI, "pmi", false, "serve PMI-1 to the ranks even when the program is not one ccrun recognizes as MPICH (a script or wrapper that starts one, a program not on this machine)")

@@ -135,6 +135,9 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 		IsLocal:   isLocal,
 		Kill:      kill,
 		Logf:      logf,
+
+		SkipUnreachable: o.SkipUnreachable,
+		Skipped:         func(host string, why error) { logw.printf("ccrun: skipping %s: %v\n", host, why) },
 	}
 	// Input errors are usage errors: check them before touching any host.
 	if o.Launcher == launcherSrun && source == sourceSlurm {
@@ -387,6 +390,8 @@ func checkLauncher(o *Options, lookup func(string) (string, bool)) error {
 	switch {
 	case o.Preload:
 		return usagef("--preload-binary cannot be used with --launcher srun: use sbcast or a shared file system")
+	case o.SkipUnreachable:
+		return usagef("--skip-unreachable cannot be used with --launcher srun: Slurm allocates only nodes it reaches (sbatch --exclude drops others)")
 	case o.Oversubscribe:
 		return usagef("--oversubscribe cannot be used with --launcher srun: Slurm runs at most the allocation's tasks at once")
 	}

@@ -23,6 +23,8 @@ func TestLauncherBadInput(t *testing.T) {
 			"ccrun: --launcher srun needs a Slurm allocation, but SLURM_JOB_ID is not set: run ccrun under salloc or sbatch"},
 		{"srun with preload", alloc, []string{"--launcher", "srun", "--preload-binary", "true"},
 			"ccrun: --preload-binary cannot be used with --launcher srun: use sbcast or a shared file system"},
+		{"srun with skip-unreachable", alloc, []string{"--launcher", "srun", "--skip-unreachable", "true"},
+			"ccrun: --skip-unreachable cannot be used with --launcher srun: Slurm allocates only nodes it reaches (sbatch --exclude drops others)"},
 		{"srun with oversubscribe", alloc, []string{"--launcher", "srun", "--oversubscribe", "true"},
 			"ccrun: --oversubscribe cannot be used with --launcher srun: Slurm runs at most the allocation's tasks at once"},
 		{"srun with more ranks than tasks", alloc, []string{"--launcher", "srun", "-np", "5", "true"},

@@ -63,7 +63,10 @@ func (s *Spawner) dial(ctx context.Context, h *host) (*conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}}
 	nc, err := d.DialContext(ctx, "tcp", h.set.addr())
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", h.set.alias, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("host %s: %w", h.set.alias, err)
+		}
+		return nil, &UnreachableError{Host: h.set.alias, Err: err}
 	}
 	nc.SetDeadline(time.Now().Add(timeout))
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
@@ -98,10 +101,27 @@ func (h *host) handshakeError(ctx context.Context, err error) error {
 		return fmt.Errorf("host %s: authentication as %s failed (tried %s): add the public key to ~%s/.ssh/authorized_keys on %s, or pass -i/--ssh-identity",
 			h.set.alias, h.set.user, strings.Join(h.tried, ", "), h.set.user, h.set.alias)
 	case errors.Is(err, syscall.ECONNRESET), isTimeout(err):
-		return fmt.Errorf("host %s: SSH handshake with %s failed: %w", h.set.alias, h.set.addr(), err)
+		return &UnreachableError{Host: h.set.alias, Err: fmt.Errorf("SSH handshake with %s failed: %w", h.set.addr(), err)}
 	}
-	return fmt.Errorf("host %s: SSH handshake with %s: %w", h.set.alias, h.set.addr(), err)
+	return &UnreachableError{Host: h.set.alias, Err: fmt.Errorf("SSH handshake with %s: %w", h.set.addr(), err)}
 }
+
+// UnreachableError is a host that could not be reached: no TCP connection, or no SSH
+// handshake (a timeout, a reset, a server that hung up). A host that answered and refused
+// (host key, authentication) is another error.
+type UnreachableError struct {
+	Host string
+	Err  error
+}
+
+// Error reads "host tb7: dial tcp 10.252.0.7:22: i/o timeout".
+func (e *UnreachableError) Error() string { return fmt.Sprintf("host %s: %v", e.Host, e.Err) }
+
+// Unwrap returns the cause.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Unreachable reports true: launch.Unreachable recognizes the error by this method.
+func (e *UnreachableError) Unreachable() bool { return true }
 
 func isAuthFailure(err error) bool {
 	return err != nil && errorsContains(err, "unable to authenticate")

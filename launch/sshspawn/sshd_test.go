@@ -317,6 +317,9 @@ func TestSSHConnectErrors(t *testing.T) {
 		!strings.Contains(err.Error(), "ssh-keygen -R") {
 		t.Errorf("wrong host key: %v", err)
 	}
+	if unreachable(err) {
+		t.Errorf("wrong host key: %v is an UnreachableError: the host answered", err)
+	}
 
 	cfg = d.config()
 	cfg.KnownHosts = []string{filepath.Join(t.TempDir(), "kh")}
@@ -332,6 +335,9 @@ func TestSSHConnectErrors(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "host 127.0.0.1: authentication as root failed (tried "+other+")") {
 		t.Errorf("unauthorised key: %v", err)
 	}
+	if unreachable(err) {
+		t.Errorf("unauthorised key: %v is an UnreachableError: the host answered", err)
+	}
 
 	cfg = d.config()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -342,12 +348,43 @@ func TestSSHConnectErrors(t *testing.T) {
 		!strings.HasSuffix(err.Error(), "(and 1 more hosts failed)") {
 		t.Errorf("refused port: %v", err)
 	}
+	if !unreachable(err) {
+		t.Errorf("refused port: %v is not an UnreachableError", err)
+	}
+
+	// A server that accepts and hangs up at once: no SSH handshake.
+	ln, _ = net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	cfg = d.config()
+	cfg.Port = ln.Addr().(*net.TCPAddr).Port
+	err = newSpawner(t, cfg).Connect(ctx, []Target{{Name: "127.0.0.1"}})
+	if err == nil || !strings.HasPrefix(err.Error(), "host 127.0.0.1: SSH handshake with 127.0.0.1:") || !unreachable(err) {
+		t.Errorf("server hanging up: %v, want an UnreachableError naming the handshake", err)
+	}
 
 	cfg = d.config()
 	err = newSpawner(t, cfg).Connect(ctx, []Target{{Name: "no-such-host.invalid"}})
 	if err == nil || !strings.HasPrefix(err.Error(), "host no-such-host.invalid: dial tcp: lookup no-such-host.invalid") {
 		t.Errorf("unknown host: %v", err)
 	}
+	if !unreachable(err) {
+		t.Errorf("unknown host: %v is not an UnreachableError", err)
+	}
+}
+
+// unreachable reports whether err is an UnreachableError.
+func unreachable(err error) bool {
+	var u *UnreachableError
+	return errors.As(err, &u) && u.Unreachable()
 }
 
 func newKeyFile(t *testing.T) (ssh.PublicKey, string) {
