@@ -42,7 +42,7 @@ func defaultFabricFlags() fabricFlags {
 	d := fabric.DefaultConfig()
 	return fabricFlags{
 		schedule: d.Schedule, op: d.Op, size: cli.Size(d.Size), latSize: cli.Size(d.LatSize),
-		pairTime: 2 * time.Second, pairTimeout: 30 * time.Second, itersMin: 3, itersMax: 50,
+		pairTime: 2 * time.Second, pairTimeout: 30 * time.Second, itersMin: 1, itersMax: 50,
 		maxConcurrent: d.MaxConcurrent, rounds: d.Rounds, confirm: d.Confirm,
 		tolerance: d.Tolerance, zmax: d.ZMax, madFloor: d.MADFloor, latTo: d.LatTolerance,
 		latFloor: time.Duration(d.LatFloorUS * float64(time.Microsecond)),
