@@ -40,6 +40,10 @@ type Algorithm struct {
 	// user memory may be sent from there (by reference) when the call is
 	// not in place. The simulator checks it for every row that claims it.
 	WritesOutputOnce bool
+
+	// Flat, when not nil, replaces Gen and Peers: the row runs in one
+	// synchronization over a staging area every rank maps (oneshot.go).
+	Flat *Flat
 }
 
 // Geometry is the FIFO geometry of one protocol: slots per chunk and per
@@ -141,12 +145,17 @@ var Algorithms = []Algorithm{
 	nvlsRow(AllGather, false),
 	nvlsRow(AllReduce, false),
 	nvlsRow(AllReduce, true), // NVLS_TREE
+	oneShotRow(AllReduce),
+	oneShotRow(ReduceScatter),
+	oneShotRow(AllGather),
+	oneShotRow(Broadcast),
+	oneShotRow(Reduce),
 }
 
 // Preference is the order in which messages list algorithms: the ring
 // first, the default NCCL users know, then the others in NCCL's order.
 // Which one runs is the tuner's choice (runtime/tune).
-var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing}
+var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing, OneShot}
 
 // Fallback is the algorithm every collective has a row for, with every
 // protocol: what a program's own coordination runs on whatever the user
