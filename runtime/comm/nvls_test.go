@@ -33,6 +33,8 @@ func algoRuns(algo string, hosts []string) bool {
 		return algos.NvlsUnavailable(algos.NewTopo(hosts), false) == ""
 	case "nvlstree":
 		return algos.NvlsUnavailable(algos.NewTopo(hosts), true) == ""
+	case "oneshot":
+		return algos.OneShotUnavailable(algos.NewTopo(hosts)) == ""
 	}
 	return true
 }
@@ -165,7 +167,7 @@ func TestNVLSAutoOnlyWhenNamed(t *testing.T) {
 // transports) for algorithm token algo: NVLS runs inside one host over
 // shared memory, NVLS_TREE across hosts.
 func nvlsSkips(algo, tr string) bool {
-	return (algo == "nvls" && tr != "shm") || (algo == "nvlstree" && tr != "mixed")
+	return ((algo == "nvls" || algo == "oneshot") && tr != "shm") || (algo == "nvlstree" && tr != "mixed")
 }
 
 // childNVLS runs reduce-scatter, all-reduce and all-gather (as NCCL_ALGO

@@ -65,6 +65,9 @@ type ClassConsts struct {
 	// (NCCL's base latency per algorithm): the tree's and CTRING's lanes
 	// run on goroutines that must be woken.
 	AlgoLat [algos.NumAlgos]float64
+	// AlgoGamma, where not 0, replaces Gamma for an algorithm whose calls
+	// skip the engine's per-call machinery (OneShot's fast path), in µs.
+	AlgoGamma [algos.NumAlgos]float64
 	// Eff is each algorithm's bandwidth relative to the ring's (NCCL's
 	// .92 for the tree, .75 for PAT, refitted here); 0 for algorithms cc
 	// does not have.
@@ -115,6 +118,9 @@ func Default() *Consts {
 		k.Eff[algos.NVLS], k.Eff[algos.NVLSTree] = 0.5, 0.5
 		k.AlgoLat[algos.NVLS], k.AlgoLat[algos.NVLSTree] = k.AlgoLat[algos.Tree], k.AlgoLat[algos.Tree]
 	}
+	// OneShot (one host only: no net entry).
+	c.Class[SHM].AlgoGamma[algos.OneShot], c.Class[SHM].Eff[algos.OneShot] = 0.15, 1
+	c.Class[SHMBusy].Eff[algos.OneShot] = 1
 	return c
 }
 
@@ -153,6 +159,9 @@ func (k *ClassConsts) check() error {
 		if l := k.AlgoLat[a]; !finite(l) || l < 0 {
 			return fmt.Errorf("algo_lat %s = %v µs: want a finite latency >= 0", algos.Algo(a), l)
 		}
+		if g := k.AlgoGamma[a]; !finite(g) || g < 0 {
+			return fmt.Errorf("algo_gamma %s = %v µs: want a finite latency >= 0", algos.Algo(a), g)
+		}
 	}
 	if k.Eff[algos.Ring] == 0 {
 		return fmt.Errorf("efficiency ring = 0: want the ring's efficiency (1 unless measured otherwise)")
@@ -176,6 +185,7 @@ type (
 		Beta       map[string]float64 `json:"beta_gbs"`
 		BetaMax    map[string]float64 `json:"beta_max_gbs"`
 		AlgoLat    map[string]float64 `json:"algo_lat_us"`
+		AlgoGamma  map[string]float64 `json:"algo_gamma_us,omitempty"`
 		Efficiency map[string]float64 `json:"efficiency"`
 		OpCost     float64            `json:"op_cost_us"`
 	}
@@ -188,13 +198,16 @@ func (c *Consts) MarshalJSON() ([]byte, error) {
 	for cl := range Class(NumClasses) {
 		k := &c.Class[cl]
 		cf := &classFile{Source: k.Source, Gamma: perProto(&k.Gamma), Alpha: perProto(&k.Alpha), Beta: perProto(&k.Beta), BetaMax: perProto(&k.BetaMax),
-			AlgoLat: map[string]float64{}, Efficiency: map[string]float64{}, OpCost: k.OpCost}
+			AlgoLat: map[string]float64{}, AlgoGamma: map[string]float64{}, Efficiency: map[string]float64{}, OpCost: k.OpCost}
 		for a := range algos.Algo(algos.NumAlgos) {
 			if e := k.Eff[a]; e != 0 {
 				cf.Efficiency[a.String()] = e
 			}
 			if l := k.AlgoLat[a]; l != 0 {
 				cf.AlgoLat[a.String()] = l
+			}
+			if g := k.AlgoGamma[a]; g != 0 {
+				cf.AlgoGamma[a.String()] = g
 			}
 		}
 		f.Classes[cl.String()] = cf
@@ -237,7 +250,7 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 			name string
 			m    map[string]float64
 			dst  *[algos.NumAlgos]float64
-		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}} {
+		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}, {"algo_gamma_us", cf.AlgoGamma, &k.AlgoGamma}} {
 			for name, v := range t.m {
 				a, ok := algoByName(name)
 				if !ok {

@@ -1,0 +1,279 @@
+package comm
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// oneShotEnv forces the one-shot rows with slots of 4 KiB, so that calls
+// of more than 1 Ki int32 (256 per block for reduce-scatter at n=4) run in
+// several pieces, and each call reuses the slots of the one before.
+func oneShotEnv(extra ...string) map[string]string {
+	env := map[string]string{"NCCL_ALGO": "oneshot", "CC_ONESHOT_BYTES": "4096", "NCCL_BUFFSIZE": "8192"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	return env
+}
+
+// oneShotCounts are below, at and above one piece of 4 KiB of int32.
+var oneShotCounts = []int{0, 1, 3, 1023, 1024, 1025, 5000}
+
+// TestOneShot runs every one-shot collective over shared memory on one
+// host of 2, 3, 4, 5 and 8 ranks, in and out of place, checking every
+// element and that the one-shot row ran.
+func TestOneShot(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 8} {
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv()))
+			for _, cc := range collCases()[:5] { // AllReduce, ReduceScatter, AllGather, Broadcast, Reduce
+				for _, count := range oneShotCounts {
+					for _, inPlace := range []bool{false, true} {
+						if inPlace && cc.inPlace == nil && cc.name != "ReduceScatter" {
+							continue
+						}
+						runCase(t, cs, cc, count, inPlace)
+						for _, c := range cs {
+							if algo, _, _, _ := c.Ran(); algo != algos.OneShot {
+								t.Fatalf("%s count %d: rank %d ran %s, want OneShot", cc.name, count, c.Rank(), algo)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOneShotEveryDataTypeAndOp runs all-reduce, reduce-scatter and reduce
+// by the one-shot rows for every data type x op, comparing bytes exactly,
+// and checks that every rank got the same bits.
+func TestOneShotEveryDataTypeAndOp(t *testing.T) {
+	const count, scalar = 1301, 2.0 // several pieces of 4 KiB for every type
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv()))
+			for _, dt := range reduce.DataTypes() {
+				for _, op := range reduce.Ops() {
+					checkOneShotTypes(t, cs, dt, op, count, scalar)
+				}
+			}
+		})
+	}
+}
+
+func checkOneShotTypes(t *testing.T, cs []*Comm, dt reduce.DataType, op reduce.Op, count int, scalar float64) {
+	t.Helper()
+	n, es := len(cs), dt.Size()
+	ar, rs, rd := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	mustEach(t, cs, "one-shot types", func(c *Comm) error {
+		r := c.Rank()
+		o, done, err := testOp(c, op, dt, scalar)
+		if err != nil {
+			return err
+		}
+		defer done()
+		ar[r], rs[r], rd[r] = make([]byte, count*es), make([]byte, count*es), make([]byte, count*es)
+		if err := c.AllReduce(exactValues(dt, op, r, count), ar[r], count, dt, o); err != nil {
+			return err
+		}
+		if err := c.ReduceScatter(exactValues(dt, op, r, n*count), rs[r], count, dt, o); err != nil {
+			return err
+		}
+		return c.Reduce(exactValues(dt, op, r, count), rd[r], count, dt, o, n-1)
+	})
+	want := exactResults(dt, op, n, 0, count, scalar)
+	for r := range n {
+		if !bytes.Equal(ar[r], want) {
+			t.Errorf("%s/%s all-reduce rank %d: %s", dt, op, r, firstDiff(dt, ar[r], want))
+		}
+		if w := exactResults(dt, op, n, r*count, count, scalar); !bytes.Equal(rs[r], w) {
+			t.Errorf("%s/%s reduce-scatter rank %d: %s", dt, op, r, firstDiff(dt, rs[r], w))
+		}
+	}
+	if !bytes.Equal(rd[n-1], want) {
+		t.Errorf("%s/%s reduce at root %d: %s", dt, op, n-1, firstDiff(dt, rd[n-1], want))
+	}
+}
+
+// TestOneShotFloatSameBits: a float sum whose value depends on the order
+// of the additions is bitwise the same on every rank.
+func TestOneShotFloatSameBits(t *testing.T) {
+	const n, count = 5, 777
+	cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv()))
+	outs := make([][]byte, n)
+	mustEach(t, cs, "AllReduce", func(c *Comm) error {
+		r := c.Rank()
+		send := make([]byte, 4*count)
+		for i := range count {
+			reduce.Encode(reduce.Float32, send[4*i:], 1/float64(3+r*7+i%11)) // sums that round differently in another order
+		}
+		outs[r] = make([]byte, 4*count)
+		return c.AllReduce(send, outs[r], count, reduce.Float32, reduce.Sum)
+	})
+	for r := 1; r < n; r++ {
+		if !bytes.Equal(outs[r], outs[0]) {
+			t.Errorf("rank %d: %s (rank 0's bits)", r, firstDiff(reduce.Float32, outs[r], outs[0]))
+		}
+	}
+}
+
+// TestOneShotUnavailable: the one-shot rows forced where they cannot run
+// fail the call with NCCL's "no algorithm/protocol available", naming why;
+// Init and the other collectives are not affected.
+func TestOneShotUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		hosts []string
+		env   map[string]string
+		why   string
+	}{
+		{"two hosts", hostLayouts(4)["pairs"], oneShotEnv(), "OneShot runs only when every rank is on one host, and the ranks are on 2 hosts"},
+		{"too many ranks", hostLayouts(algos.OneShotMaxRanks + 1)["onehost"], oneShotEnv(), fmt.Sprintf("OneShot runs with at most %d ranks, and there are %d", algos.OneShotMaxRanks, algos.OneShotMaxRanks+1)},
+		{"no shm", hostLayouts(2)["onehost"], oneShotEnv("NCCL_SHM_DISABLE", "1"), "OneShot needs shared memory and NCCL_SHM_DISABLE=1"},
+		{"off", hostLayouts(2)["onehost"], oneShotEnv("CC_ONESHOT_BYTES", "0"), "OneShot is off (CC_ONESHOT_BYTES=0)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := withHosts(t, c.hosts, testParams(t, c.env))
+			errs := each(cs, func(c *Comm) error {
+				b := make([]byte, 64)
+				return c.AllReduce(b, b, 16, reduce.Int32, reduce.Sum)
+			})
+			for r, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), "no algorithm/protocol available for function AllReduce") || !strings.Contains(err.Error(), c.why) {
+					t.Errorf("rank %d: %v, want no algorithm available because %q", r, err, c.why)
+				}
+			}
+		})
+	}
+}
+
+// TestOneShotDevShmTooSmall: a one-shot area that does not fit in the
+// shared-memory directory (1 MiB tmpfs; 2 ranks x 2 slots of 1 MiB) fails
+// Init on every rank with an error naming CC_ONESHOT_BYTES.
+func TestOneShotDevShmTooSmall(t *testing.T) {
+	smallShmDir(t, "1m")
+	p := testParams(t, oneShotEnv("CC_ONESHOT_BYTES", "1048576"))
+	cs, err := InitLocalHosts(t.Context(), hostLayouts(2)["onehost"], p)
+	if err == nil {
+		closeAll(t, cs)
+		t.Fatal("Init succeeded, want the one-shot area not to fit")
+	}
+	t.Logf("Init: %v", err)
+	if !strings.Contains(err.Error(), "one-shot area") || !strings.Contains(err.Error(), "CC_ONESHOT_BYTES") {
+		t.Errorf("Init: %v, want an error naming the one-shot area and CC_ONESHOT_BYTES", err)
+	}
+}
+
+// TestOneShotRepeatedCallAllocatesNothing: once a one-shot collective of a
+// shape has run on 3 ranks of one host, running it again allocates nothing
+// on any rank.
+func TestOneShotRepeatedCallAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts skipped in -short mode")
+	}
+	const n, count = 3, 3000 // three pieces
+	cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv()))
+	for _, cc := range collCases()[:5] {
+		t.Run(cc.name, func(t *testing.T) {
+			var sends, recvs [n][]byte
+			for r := range n {
+				sends[r], recvs[r] = caseBuffers(cc, r, n, count, false)
+			}
+			starts := make([]chan struct{}, n)
+			done := make(chan error, n)
+			for r := 1; r < n; r++ {
+				starts[r] = make(chan struct{})
+				go func() {
+					for range starts[r] {
+						done <- cc.run(cs[r], sends[r], recvs[r], count)
+					}
+				}()
+				defer close(starts[r])
+			}
+			run := func() {
+				for r := 1; r < n; r++ {
+					starts[r] <- struct{}{}
+				}
+				if err := cc.run(cs[0], sends[0], recvs[0], count); err != nil {
+					t.Fatal(err)
+				}
+				for r := 1; r < n; r++ {
+					if err := <-done; err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			run() // the first call builds the plan
+			if allocs := testing.AllocsPerRun(50, run); allocs != 0 {
+				t.Errorf("%v allocations per call, want 0", allocs)
+			}
+		})
+	}
+}
+
+// TestOneShotAsProcesses runs every one-shot collective, and all-reduce
+// for every data type x op, with every rank its own OS process over
+// shared memory, n = 2, 3, 4, 5 and 8.
+func TestOneShotAsProcesses(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 8} {
+		if n == 8 && testing.Short() {
+			continue
+		}
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			env := func(r int) []string {
+				return []string{"NCCL_SHM_DISABLE=0", "NCCL_ALGO=oneshot", "CC_ONESHOT_BYTES=4096"}
+			}
+			procs := startRanks(t, n, "oneshot", env)
+			waitOK(t, procs)
+			if left := shmFiles(t, procs[0].job); left != "" {
+				t.Errorf("the job left segments in %s: %s", shmDir, left)
+			}
+		})
+	}
+}
+
+// childOneShot is TestOneShotAsProcesses' rank.
+func childOneShot(c *Comm) error {
+	n, r := c.NRanks(), c.Rank()
+	for _, cc := range collCases()[:5] {
+		for _, count := range oneShotCounts {
+			for _, inPlace := range []bool{false, true} {
+				send, recv := caseBuffers(cc, r, n, count, inPlace)
+				if err := cc.run(c, send, recv, count); err != nil {
+					return fmt.Errorf("%s count %d: %w", cc.name, count, err)
+				}
+				if err := checkCase(cc, r, n, count, inPlace, recv); err != nil {
+					return err
+				}
+				if algo, _, _, _ := c.Ran(); algo != algos.OneShot {
+					return fmt.Errorf("%s count %d ran %s, want OneShot", cc.name, count, algo)
+				}
+			}
+		}
+	}
+	const count, scalar = 1301, 2.0
+	for _, dt := range reduce.DataTypes() {
+		for _, op := range reduce.Ops() {
+			o, done, err := testOp(c, op, dt, scalar)
+			if err != nil {
+				return err
+			}
+			out := make([]byte, count*dt.Size())
+			err = c.AllReduce(exactValues(dt, op, r, count), out, count, dt, o)
+			done()
+			if err != nil {
+				return fmt.Errorf("%s/%s: %w", dt, op, err)
+			}
+			if want := exactResults(dt, op, n, 0, count, scalar); !bytes.Equal(out, want) {
+				return fmt.Errorf("%s/%s rank %d: %s", dt, op, r, firstDiff(dt, out, want))
+			}
+		}
+	}
+	return nil
+}
