@@ -157,16 +157,25 @@ func TestOneShotUnavailable(t *testing.T) {
 // shared-memory directory (1 MiB tmpfs; 2 ranks x 2 slots of 1 MiB) fails
 // Init on every rank with an error naming CC_ONESHOT_BYTES.
 func TestOneShotDevShmTooSmall(t *testing.T) {
-	smallShmDir(t, "1m")
-	p := testParams(t, oneShotEnv("CC_ONESHOT_BYTES", "1048576"))
-	cs, err := InitLocalHosts(t.Context(), hostLayouts(2)["onehost"], p)
+	initFailsInSmallShm(t, "1m", oneShotEnv("CC_ONESHOT_BYTES", "1048576"), "one-shot area", "CC_ONESHOT_BYTES")
+}
+
+// initFailsInSmallShm: Init of 2 ranks of one host with env, in a
+// shared-memory directory of size (a tmpfs), fails with an error
+// containing every one of wants.
+func initFailsInSmallShm(t *testing.T, size string, env map[string]string, wants ...string) {
+	t.Helper()
+	smallShmDir(t, size)
+	cs, err := InitLocalHosts(t.Context(), hostLayouts(2)["onehost"], testParams(t, env))
 	if err == nil {
 		closeAll(t, cs)
-		t.Fatal("Init succeeded, want the one-shot area not to fit")
+		t.Fatalf("Init succeeded in a %s directory, want it not to fit", size)
 	}
 	t.Logf("Init: %v", err)
-	if !strings.Contains(err.Error(), "one-shot area") || !strings.Contains(err.Error(), "CC_ONESHOT_BYTES") {
-		t.Errorf("Init: %v, want an error naming the one-shot area and CC_ONESHOT_BYTES", err)
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Init: %v, want an error containing %q", err, want)
+		}
 	}
 }
 
@@ -181,36 +190,7 @@ func TestOneShotRepeatedCallAllocatesNothing(t *testing.T) {
 	cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv()))
 	for _, cc := range collCases()[:5] {
 		t.Run(cc.name, func(t *testing.T) {
-			var sends, recvs [n][]byte
-			for r := range n {
-				sends[r], recvs[r] = caseBuffers(cc, r, n, count, false)
-			}
-			starts := make([]chan struct{}, n)
-			done := make(chan error, n)
-			for r := 1; r < n; r++ {
-				starts[r] = make(chan struct{})
-				go func() {
-					for range starts[r] {
-						done <- cc.run(cs[r], sends[r], recvs[r], count)
-					}
-				}()
-				defer close(starts[r])
-			}
-			run := func() {
-				for r := 1; r < n; r++ {
-					starts[r] <- struct{}{}
-				}
-				if err := cc.run(cs[0], sends[0], recvs[0], count); err != nil {
-					t.Fatal(err)
-				}
-				for r := 1; r < n; r++ {
-					if err := <-done; err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			run() // the first call builds the plan
-			if allocs := testing.AllocsPerRun(50, run); allocs != 0 {
+			if allocs := allocsPerCall(t, cs, cc, count, 50); allocs != 0 {
 				t.Errorf("%v allocations per call, want 0", allocs)
 			}
 		})
@@ -244,11 +224,7 @@ func childOneShot(c *Comm) error {
 	for _, cc := range collCases()[:5] {
 		for _, count := range oneShotCounts {
 			for _, inPlace := range []bool{false, true} {
-				send, recv := caseBuffers(cc, r, n, count, inPlace)
-				if err := cc.run(c, send, recv, count); err != nil {
-					return fmt.Errorf("%s count %d: %w", cc.name, count, err)
-				}
-				if err := checkCase(cc, r, n, count, inPlace, recv); err != nil {
+				if err := rankCase(c, cc, count, inPlace); err != nil {
 					return err
 				}
 				if algo, _, _, _ := c.Ran(); algo != algos.OneShot {
@@ -276,4 +252,56 @@ func childOneShot(c *Comm) error {
 		}
 	}
 	return nil
+}
+
+// allocsPerCall runs case cc of count elements on every rank of cs once
+// (which builds the plan and may open connections), then returns the
+// allocations of one more call over every rank, averaged over runs calls.
+// Ranks 1.. run in goroutines started beforehand, driven through channels
+// (which allocate nothing), so that testing.AllocsPerRun, which counts
+// every goroutine's allocations, sees every rank's call and nothing else.
+func allocsPerCall(t *testing.T, cs []*Comm, cc collCase, count, runs int) float64 {
+	t.Helper()
+	n := len(cs)
+	sends, recvs := make([][]byte, n), make([][]byte, n)
+	for r := range n {
+		sends[r], recvs[r] = caseBuffers(cc, r, n, count, false)
+	}
+	starts := make([]chan struct{}, n)
+	done := make(chan error, n)
+	for r := 1; r < n; r++ {
+		starts[r] = make(chan struct{})
+		go func() {
+			for range starts[r] {
+				done <- cc.run(cs[r], sends[r], recvs[r], count)
+			}
+		}()
+		defer close(starts[r])
+	}
+	run := func() {
+		for r := 1; r < n; r++ {
+			starts[r] <- struct{}{}
+		}
+		if err := cc.run(cs[0], sends[0], recvs[0], count); err != nil {
+			t.Fatal(err)
+		}
+		for r := 1; r < n; r++ {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run()
+	return testing.AllocsPerRun(runs, run)
+}
+
+// rankCase runs case cc of count elements on this rank (every other rank
+// runs it too) and checks every element of its output.
+func rankCase(c *Comm, cc collCase, count int, inPlace bool) error {
+	n, r := c.NRanks(), c.Rank()
+	send, recv := caseBuffers(cc, r, n, count, inPlace)
+	if err := cc.run(c, send, recv, count); err != nil {
+		return fmt.Errorf("%s count %d: %w", cc.name, count, err)
+	}
+	return checkCase(cc, r, n, count, inPlace, recv)
 }
