@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
@@ -25,12 +26,18 @@ func oneShotEnv(extra ...string) map[string]string {
 var oneShotCounts = []int{0, 1, 3, 1023, 1024, 1025, 5000}
 
 // TestOneShot runs every one-shot collective over shared memory on one
-// host of 2, 3, 4, 5 and 8 ranks, in and out of place, checking every
-// element and that the one-shot row ran.
+// host of 2, 3, 4, 5 and 8 ranks (and one rank, forced, whose slots are
+// its own memory), in and out of place, checking every element and that the
+// one-shot row ran.
 func TestOneShot(t *testing.T) {
-	for _, n := range []int{2, 3, 4, 5, 8} {
+	for _, n := range []int{1, 2, 3, 4, 5, 8} {
 		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
 			cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv()))
+			if n == 1 { // the tuner runs the ring for one rank, as NCCL's: force it
+				if err := cs[0].Force(algos.OneShot, protocols.Simple, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, cc := range collCases()[:5] { // AllReduce, ReduceScatter, AllGather, Broadcast, Reduce
 				for _, count := range oneShotCounts {
 					for _, inPlace := range []bool{false, true} {
