@@ -50,3 +50,26 @@ func TestOneShotModel(t *testing.T) {
 		t.Errorf("Check with a negative algo_gamma: %v, want an error naming it", err)
 	}
 }
+
+// TestDefaultPicksOneShot: with the built-in constants the tuner picks
+// OneShot where it measured faster (small all-reduces on one host: up to
+// 512 B with 2 ranks on idle cores, up to 32 KiB with 4 ranks on 2 cores)
+// and the ring where OneShot measured slower.
+func TestDefaultPicksOneShot(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		busy  bool
+		bytes int64
+		want  bool
+	}{
+		{2, false, 8, true}, {2, false, 512, true}, {2, false, 4096, false}, {2, false, 2 << 20, false},
+		{4, true, 8, true}, {4, true, 32 << 10, true}, {4, true, 256 << 10, false},
+	} {
+		topo := algos.BlockTopo(1, c.n)
+		m := New(Default(), topo, fullMask(topo), nil, c.busy)
+		best, _ := m.Decide(algos.AllReduce, c.bytes, 1, -1)
+		if got := best.Algo == algos.OneShot; got != c.want {
+			t.Errorf("n=%d busy=%v %d B: picked %s, want OneShot: %v", c.n, c.busy, c.bytes, best, c.want)
+		}
+	}
+}
