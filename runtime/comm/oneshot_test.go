@@ -321,3 +321,39 @@ func rankCase(c *Comm, cc collCase, count int, inPlace bool) error {
 	}
 	return checkCase(cc, r, n, count, inPlace, recv)
 }
+
+// BenchmarkOneShotAllReduce8B is an 8 B all-reduce by OneShot between 2
+// ranks of one process (goroutines), rank 1 driven through channels as in
+// allocsPerCall: per-call cost of the fast path, for profiles
+// (go test -bench OneShot -cpuprofile).
+func BenchmarkOneShotAllReduce8B(b *testing.B) {
+	cs, err := InitLocalHosts(b.Context(), hostLayouts(2)["onehost"], testParams(b, oneShotEnv("CC_SHM_SPIN_US", "100000")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeAll(b, cs)
+	bufs := [2][]byte{make([]byte, 8), make([]byte, 8)}
+	start, done := make(chan int), make(chan error)
+	go func() {
+		for n := range start {
+			for range n {
+				if err := cs[1].AllReduce(bufs[1], bufs[1], 2, reduce.Float32, reduce.Sum); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}
+	}()
+	defer close(start)
+	b.ResetTimer()
+	start <- b.N
+	for range b.N {
+		if err := cs[0].AllReduce(bufs[0], bufs[0], 2, reduce.Float32, reduce.Sum); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
