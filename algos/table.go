@@ -40,6 +40,10 @@ type Algorithm struct {
 	// user memory may be sent from there (by reference) when the call is
 	// not in place. The simulator checks it for every row that claims it.
 	WritesOutputOnce bool
+
+	// Flat, when not nil, replaces Gen and Peers: the row runs in one
+	// synchronization over a staging area every rank maps (oneshot.go).
+	Flat *Flat
 }
 
 // Geometry is the FIFO geometry of one protocol: slots per chunk and per
@@ -144,12 +148,17 @@ var Algorithms = []Algorithm{
 	logStepRow(RecDbl, AllReduce, func(a *Args) []Op { return RecDblAllReduce(a.Rank, a.NRanks(), a.Part) }, cubeLinks, false),
 	logStepRow(RecDbl, AllGather, func(a *Args) []Op { return RecDblAllGather(a.Rank, a.NRanks(), a.Count, a.Part) }, recDblAllGatherPeers, true),
 	logStepRow(Rabenseifner, AllReduce, func(a *Args) []Op { return RabenseifnerAllReduce(a.Rank, a.NRanks(), a.Part) }, cubeLinks, false),
+	oneShotRow(AllReduce),
+	oneShotRow(ReduceScatter),
+	oneShotRow(AllGather),
+	oneShotRow(Broadcast),
+	oneShotRow(Reduce),
 }
 
 // Preference is the order in which messages list algorithms: the ring
 // first, the default NCCL users know, then the others in NCCL's order.
 // Which one runs is the tuner's choice (runtime/tune).
-var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing, RecDbl, Rabenseifner}
+var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing, OneShot, RecDbl, Rabenseifner}
 
 // Fallback is the algorithm every collective has a row for, with every
 // protocol: what a program's own coordination runs on whatever the user

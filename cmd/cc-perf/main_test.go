@@ -853,7 +853,7 @@ func TestShowAlgo(t *testing.T) {
 		t.Fatalf("want 4 rows under an algo proto nchannels header:\n%s", r.stdout)
 	}
 	for _, f := range tb.rows {
-		if len(f) != 16 || !strings.Contains(" Ring Tree CTRing ", " "+f[13]+" ") || !strings.Contains(" LL LL128 Simple ", " "+f[14]+" ") {
+		if len(f) != 16 || !strings.Contains(" Ring Tree CTRing OneShot ", " "+f[13]+" ") || !strings.Contains(" LL LL128 Simple ", " "+f[14]+" ") {
 			t.Errorf("row %q: want 16 fields ending in algo, proto, channels", f)
 		}
 		if ch, err := strconv.Atoi(f[15]); err != nil || ch < 1 {

@@ -297,14 +297,15 @@ func TestTuneProgress(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 	s := errb.String()
-	// 4 configurations x 2 repetitions: 8 measurements per size.
+	// 5 configurations (auto, the ring's three protocols, OneShot) x 2
+	// repetitions: 10 measurements per size.
 	for _, w := range []string{"\r\x1b[Kcc-perf tune reduce_scatter: size 1/2 (1024 B), warming up",
-		"\r\x1b[Kcc-perf tune reduce_scatter: size 2/2 (2048 B), measurement 8/8"} {
+		"\r\x1b[Kcc-perf tune reduce_scatter: size 2/2 (2048 B), measurement 10/10"} {
 		if !strings.Contains(s, w) {
 			t.Errorf("stderr lacks %q: %q", w, s)
 		}
 	}
-	if !strings.HasSuffix(s, "measurement 8/8\r\x1b[K") || strings.Contains(s, "\n") {
+	if !strings.HasSuffix(s, "measurement 10/10\r\x1b[K") || strings.Contains(s, "\n") {
 		t.Errorf("stderr does not end by erasing the progress line: %q", s)
 	}
 }

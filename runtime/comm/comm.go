@@ -135,6 +135,7 @@ type Comm struct {
 	settleOnce sync.Once
 
 	collnet collnetState // the CollNet aggregation server's connections
+	flat    flatState    // the staging area of flat rows (flat.go)
 
 	ready    bool // Init completed
 	group    groupState
@@ -264,6 +265,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if err := c.openSHM(ctx, o.Job, cores); err != nil {
 		return err
 	}
+	c.openFlat()
 	// A receive polls its socket only while a core is free for it.
 	if len(c.localIndex) <= cores {
 		c.tr.SetSpin(p.TCPSpin)
@@ -341,6 +343,9 @@ func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
 	o.BuffSize[protocols.LL128] = c.p.LL128BuffSize
 	if nvlsWanted(c.p) {
 		o.McastStep = c.p.NVLSChunkSize
+	}
+	if c.flatWanted() {
+		o.OneShotBytes = c.p.OneShotBytes
 	}
 	seg, err := shm.Open(ctx, o)
 	if err != nil {

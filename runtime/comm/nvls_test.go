@@ -33,6 +33,8 @@ func algoRuns(algo string, hosts []string) bool {
 		return algos.NvlsUnavailable(algos.NewTopo(hosts), false) == ""
 	case "nvlstree":
 		return algos.NvlsUnavailable(algos.NewTopo(hosts), true) == ""
+	case "oneshot":
+		return algos.OneShotUnavailable(algos.NewTopo(hosts)) == ""
 	}
 	return true
 }
@@ -165,22 +167,17 @@ func TestNVLSAutoOnlyWhenNamed(t *testing.T) {
 // transports) for algorithm token algo: NVLS runs inside one host over
 // shared memory, NVLS_TREE across hosts.
 func nvlsSkips(algo, tr string) bool {
-	return (algo == "nvls" && tr != "shm") || (algo == "nvlstree" && tr != "mixed")
+	return ((algo == "nvls" || algo == "oneshot") && tr != "shm") || (algo == "nvlstree" && tr != "mixed")
 }
 
 // childNVLS runs reduce-scatter, all-reduce and all-gather (as NCCL_ALGO
 // allows them) in and out of place at counts below, around and far above
 // one NVLS loop, checking every element.
 func childNVLS(c *Comm) error {
-	n, r := c.NRanks(), c.Rank()
 	for _, cc := range collCases()[:3] {
 		for _, count := range []int{1, 1000, 20000, 300000} {
 			for _, inPlace := range []bool{false, true} {
-				send, recv := caseBuffers(cc, r, n, count, inPlace)
-				if err := cc.run(c, send, recv, count); err != nil {
-					return fmt.Errorf("%s count %d: %w", cc.name, count, err)
-				}
-				if err := checkCase(cc, r, n, count, inPlace, recv); err != nil {
+				if err := rankCase(c, cc, count, inPlace); err != nil {
 					return err
 				}
 				tree := strings.Contains(os.Getenv("NCCL_ALGO"), "nvlstree") // the others on the ring
@@ -229,17 +226,8 @@ func TestNVLSAsProcesses(t *testing.T) {
 // shared-memory directory (a 2 MiB tmpfs, 8 MiB regions) fail Init on
 // every rank with an error naming NCCL_NVLS_CHUNKSIZE, not a SIGBUS.
 func TestNVLSDevShmTooSmall(t *testing.T) {
-	smallShmDir(t, "2m")
-	p := testParams(t, map[string]string{"NCCL_ALGO": "nvls", "NCCL_NVLS_CHUNKSIZE": "1048576", "NCCL_BUFFSIZE": "8192"})
-	cs, err := InitLocalHosts(t.Context(), hostLayouts(2)["onehost"], p)
-	if err == nil {
-		closeAll(t, cs)
-		t.Fatal("Init succeeded, want the multicast regions not to fit")
-	}
-	t.Logf("Init: %v", err)
-	if !strings.Contains(err.Error(), "cannot hold the 8.0 MiB of multicast region") || !strings.Contains(err.Error(), "NCCL_NVLS_CHUNKSIZE") {
-		t.Errorf("Init: %v, want an error naming the multicast region and NCCL_NVLS_CHUNKSIZE", err)
-	}
+	initFailsInSmallShm(t, "2m", map[string]string{"NCCL_ALGO": "nvls", "NCCL_NVLS_CHUNKSIZE": "1048576", "NCCL_BUFFSIZE": "8192"},
+		"cannot hold the 8.0 MiB of multicast region", "NCCL_NVLS_CHUNKSIZE")
 }
 
 // TestNVLSRepeatedCallAllocatesNothing: once an NVLS collective of a
@@ -253,36 +241,7 @@ func TestNVLSRepeatedCallAllocatesNothing(t *testing.T) {
 	cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, nvlsEnv(false)))
 	for _, cc := range collCases()[:3] {
 		t.Run(cc.name, func(t *testing.T) {
-			var sends, recvs [n][]byte
-			for r := range n {
-				sends[r], recvs[r] = caseBuffers(cc, r, n, count, false)
-			}
-			starts := make([]chan struct{}, n)
-			done := make(chan error, n)
-			for r := 1; r < n; r++ {
-				starts[r] = make(chan struct{})
-				go func() {
-					for range starts[r] {
-						done <- cc.run(cs[r], sends[r], recvs[r], count)
-					}
-				}()
-				defer close(starts[r])
-			}
-			run := func() {
-				for r := 1; r < n; r++ {
-					starts[r] <- struct{}{}
-				}
-				if err := cc.run(cs[0], sends[0], recvs[0], count); err != nil {
-					t.Fatal(err)
-				}
-				for r := 1; r < n; r++ {
-					if err := <-done; err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			run() // the first call builds the plan and may open connections
-			if allocs := testing.AllocsPerRun(20, run); allocs != 0 {
+			if allocs := allocsPerCall(t, cs, cc, count, 20); allocs != 0 {
 				t.Errorf("%v allocations per call, want 0", allocs)
 			}
 		})

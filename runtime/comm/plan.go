@@ -171,6 +171,9 @@ func (c *Comm) choose(k *coll) error {
 	k.algo, k.proto = c.lastDecision.row, c.lastDecision.best.Proto
 	k.best, k.next = c.lastDecision.best, c.lastDecision.next
 	k.channels = max(1, min(k.best.Channels, c.nchannels)) // a config row may ask for more than there are
+	if k.algo.Flat != nil {
+		k.channels = 1 // one staging area, no channels
+	}
 	if !k.control {
 		c.ran = k.best
 		c.ran.Channels = k.channels
@@ -252,6 +255,9 @@ type plan struct {
 	chunk  int64  // elements
 	server []bool // index = channel: this rank talks to the CollNet server there
 	polls  int    // lanes that receive over shared memory, over every channel (yieldWaits)
+	// flat is, for a flat row (algos.Flat), the plan of every piece, in
+	// order; the row has no schedules.
+	flat []algos.FlatPlan
 }
 
 // planKey is everything a plan depends on besides the communicator.
@@ -289,6 +295,9 @@ func (c *Comm) planFor(k *coll) *plan {
 }
 
 func (c *Comm) makePlan(k *coll) *plan {
+	if k.algo.Flat != nil {
+		return c.makeFlatPlan(k)
+	}
 	esize := int64(k.dt.Size())
 	align := max(1, 16/esize)
 	pl := &plan{geo: k.algo.Geometry[k.proto], step: c.payloadStep(k.proto)}
@@ -376,6 +385,12 @@ func (c *Comm) runChannel(ch int, ks []*coll) error {
 	chn := c.channels[ch]
 	for _, k := range ks {
 		if ch >= k.channels {
+			continue
+		}
+		if k.algo.Flat != nil {
+			if err := c.runFlat(k); err != nil {
+				return err // runFlat told c.fail
+			}
 			continue
 		}
 		if err := c.beginCollNet(k, ch); err != nil {

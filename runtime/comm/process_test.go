@@ -31,6 +31,7 @@ var childModes = map[string]func(c *Comm) error{
 	"decisions":        childDecisions,
 	"split":            childSplit,
 	"nvls":             childNVLS,
+	"oneshot":          childOneShot,
 	"registered":       childRegistered,
 }
 

@@ -154,6 +154,10 @@ func (c *Comm) pickAlgos() []algos.Link {
 				excluded = why
 				continue
 			}
+			if why := c.flatDisabled(&row); why != "" {
+				excluded = why
+				continue
+			}
 			if row.Algo == algos.CollNetDirect && c.collnetWhy(kind) != "" {
 				continue // NCCL_ALGO forcing it alone failed Init (checkCollNetForced)
 			}
@@ -164,8 +168,8 @@ func (c *Comm) pickAlgos() []algos.Link {
 				}
 			}
 			some = some || runs
-			if !runs || c.nranks == 1 {
-				continue
+			if !runs || c.nranks == 1 || row.Peers == nil {
+				continue // a flat row connects nothing: its staging area is the segment's
 			}
 			for _, l := range row.Peers(&algos.Args{Rank: c.rank, Topo: c.topo}) {
 				if !slices.Contains(links, l) {

@@ -25,6 +25,7 @@ func (p *Params) Agreed() []Setting {
 		{"NCCL_PAT_ENABLE", itoa(p.PatEnable)},
 		{"NCCL_NVLS_ENABLE", itoa(p.NVLSEnable)},
 		{"NCCL_NVLS_CHUNKSIZE", itoa(p.NVLSChunkSize)},
+		{"CC_ONESHOT_BYTES", itoa(p.OneShotBytes)},
 		{"NCCL_SOCKET_NTHREADS", itoa(p.SocketNThreads)},
 		{"NCCL_NSOCKS_PERTHREAD", itoa(p.NSocksPerThread)},
 		{ctringKnobNames, fmt.Sprintf("%+v", p.CTRing)},

@@ -80,6 +80,10 @@ type Params struct {
 	// slot of a multicast region.
 	NVLSChunkSize int
 
+	// OneShotBytes is CC_ONESHOT_BYTES: the bytes of one slot of the
+	// OneShot rows' staging area; 0 turns them off.
+	OneShotBytes int
+
 	// SHMDisable is NCCL_SHM_DISABLE.
 	SHMDisable bool
 	// SHMSpin is CC_SHM_SPIN_US: how long a shared-memory wait spins before

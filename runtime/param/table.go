@@ -36,6 +36,10 @@ const (
 	// maxNVLSChunk caps NCCL_NVLS_CHUNKSIZE: every local rank has 8 slots
 	// of it per channel in /dev/shm.
 	maxNVLSChunk = 64 << 20
+	// maxOneShotBytes caps CC_ONESHOT_BYTES: every local rank has two
+	// slots of it in /dev/shm, and the one-shot rows win only on small
+	// calls.
+	maxOneShotBytes = 16 << 20
 	// maxSocketThreads and maxSockets are NCCL's MAX_THREADS and MAX_SOCKETS
 	// (transport/net_socket.cc).
 	maxSocketThreads = 16
@@ -150,6 +154,22 @@ var knobs = append([]knob{
 				return fmt.Errorf("want at most %d bytes (8 such slots per local rank and channel live in /dev/shm)", maxNVLSChunk)
 			}
 			p.NVLSChunkSize = n
+			return nil
+		},
+	},
+	{
+		name: "CC_ONESHOT_BYTES", kind: KindInt, def: "262144",
+		allowed: fmt.Sprintf("0, or a multiple of 128 bytes up to %d", maxOneShotBytes),
+		doc:     "bytes of one slot of the OneShot rows' staging area (two per local rank, allocated in /dev/shm at Init when every rank is on one host); a call larger than a slot runs in slot-sized pieces; 0 turns the OneShot rows off",
+		parse: func(p *Params, v string) error {
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil || n < 0 || n%128 != 0:
+				return errors.New("want 0 or a multiple of 128 bytes")
+			case n > maxOneShotBytes:
+				return fmt.Errorf("want at most %d bytes (two such slots per local rank live in /dev/shm)", maxOneShotBytes)
+			}
+			p.OneShotBytes = n
 			return nil
 		},
 	},

@@ -65,6 +65,9 @@ type ClassConsts struct {
 	// (NCCL's base latency per algorithm): the tree's and CTRING's lanes
 	// run on goroutines that must be woken.
 	AlgoLat [algos.NumAlgos]float64
+	// AlgoGamma, where not 0, replaces Gamma for an algorithm whose calls
+	// skip the engine's per-call machinery (OneShot's fast path), in µs.
+	AlgoGamma [algos.NumAlgos]float64
 	// Eff is each algorithm's bandwidth relative to the ring's (NCCL's
 	// .92 for the tree, .75 for PAT, refitted here); 0 for algorithms cc
 	// does not have.
@@ -131,6 +134,18 @@ func Default() *Consts {
 	// interleaved runs of the user's path had recursive doubling at
 	// 0.31-0.69x the ring's time from 8 B to 256 KiB (README).
 	c.Class[Net].Eff[algos.RecDbl], c.Class[Net].Eff[algos.Rabenseifner] = 0.93, 0.9
+	// OneShot runs on one host only (no net entry) and on its own fast
+	// path: its own per-call cost (algo_gamma) in place of the engine's
+	// gamma. Measured with cc-perf tune --all (interleaved medians of
+	// per-iteration times, 2026-11-27, the 2 cores loaded by other work, so
+	// fitted against the ring's times of the same run, not absolutely):
+	// shm, 2 ranks: OneShot 0.8x the ring's Simple time at 64-512 B, 1.2x
+	// at 4 KiB, 2.2-2.7x at 2-16 MiB (every rank reduces the whole buffer);
+	// gamma 0.83 x the ring's small-call time, efficiency from 4 KiB.
+	// shm-busy, 4 ranks on 2 cores: 7.5-12.4 µs at 8-512 B (ring 19-26 µs),
+	// 32 µs at 32 KiB (ring 50), 253 µs at 256 KiB (ring 155-186).
+	c.Class[SHM].AlgoGamma[algos.OneShot], c.Class[SHM].Eff[algos.OneShot] = 0.42, 0.7
+	c.Class[SHMBusy].AlgoGamma[algos.OneShot], c.Class[SHMBusy].Eff[algos.OneShot] = 6, 1.3
 	return c
 }
 
@@ -169,6 +184,9 @@ func (k *ClassConsts) check() error {
 		if l := k.AlgoLat[a]; !finite(l) || l < 0 {
 			return fmt.Errorf("algo_lat %s = %v µs: want a finite latency >= 0", algos.Algo(a), l)
 		}
+		if g := k.AlgoGamma[a]; !finite(g) || g < 0 {
+			return fmt.Errorf("algo_gamma %s = %v µs: want a finite latency >= 0", algos.Algo(a), g)
+		}
 	}
 	if k.Eff[algos.Ring] == 0 {
 		return fmt.Errorf("efficiency ring = 0: want the ring's efficiency (1 unless measured otherwise)")
@@ -192,6 +210,7 @@ type (
 		Beta       map[string]float64 `json:"beta_gbs"`
 		BetaMax    map[string]float64 `json:"beta_max_gbs"`
 		AlgoLat    map[string]float64 `json:"algo_lat_us"`
+		AlgoGamma  map[string]float64 `json:"algo_gamma_us,omitempty"`
 		Efficiency map[string]float64 `json:"efficiency"`
 		OpCost     float64            `json:"op_cost_us"`
 	}
@@ -204,13 +223,16 @@ func (c *Consts) MarshalJSON() ([]byte, error) {
 	for cl := range Class(NumClasses) {
 		k := &c.Class[cl]
 		cf := &classFile{Source: k.Source, Gamma: perProto(&k.Gamma), Alpha: perProto(&k.Alpha), Beta: perProto(&k.Beta), BetaMax: perProto(&k.BetaMax),
-			AlgoLat: map[string]float64{}, Efficiency: map[string]float64{}, OpCost: k.OpCost}
+			AlgoLat: map[string]float64{}, AlgoGamma: map[string]float64{}, Efficiency: map[string]float64{}, OpCost: k.OpCost}
 		for a := range algos.Algo(algos.NumAlgos) {
 			if e := k.Eff[a]; e != 0 {
 				cf.Efficiency[a.String()] = e
 			}
 			if l := k.AlgoLat[a]; l != 0 {
 				cf.AlgoLat[a.String()] = l
+			}
+			if g := k.AlgoGamma[a]; g != 0 {
+				cf.AlgoGamma[a.String()] = g
 			}
 		}
 		f.Classes[cl.String()] = cf
@@ -253,7 +275,7 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 			name string
 			m    map[string]float64
 			dst  *[algos.NumAlgos]float64
-		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}} {
+		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}, {"algo_gamma_us", cf.AlgoGamma, &k.AlgoGamma}} {
 			var named [algos.NumAlgos]bool
 			for name, v := range t.m {
 				a, ok := algoByName(name)

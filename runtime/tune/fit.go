@@ -244,6 +244,10 @@ func line(xs, ys []float64) (slope, icept float64) {
 	return slope, icept
 }
 
+// minAlgoGamma is the least per-call cost a fit gives an algorithm with
+// its own (0 would mean the class's gamma): 10 ns.
+const minAlgoGamma = 0.01
+
 // others fits each other algorithm's efficiency against the ring, then its
 // latency per call (PAT: per step of its program).
 func (x *fitter) others() error {
@@ -274,6 +278,9 @@ func (x *fitter) others() error {
 			f.note(name, len(eff), fmt.Sprintf("%d channel(s), >= %d B, against the ring", x.minCh, LargeBytes))
 		}
 		lname, per := "algo_lat "+a.String(), func(Sample) float64 { return 1 }
+		if k.AlgoGamma[a] != 0 { // its own per-call cost in place of the class's gamma
+			lname = "algo_gamma " + a.String()
+		}
 		if a == algos.PAT { // PAT's cost grows with its program's steps
 			lname = "op_cost"
 			per = func(s Sample) float64 { return float64(max(1, x.fm.steps[s.Coll][a].Ops)) }
@@ -284,9 +291,12 @@ func (x *fitter) others() error {
 			continue
 		}
 		v := median(mapped(small, func(s Sample) float64 { return x.excess(s) / per(s) }))
-		if a == algos.PAT {
+		switch {
+		case a == algos.PAT:
 			k.OpCost = max(0, k.OpCost+v)
-		} else {
+		case k.AlgoGamma[a] != 0:
+			k.AlgoGamma[a] = max(minAlgoGamma, k.AlgoGamma[a]+v)
+		default:
 			k.AlgoLat[a] = max(0, k.AlgoLat[a]+v)
 		}
 		f.note(lname, len(small), fmt.Sprintf("1..%d B, beyond the ring's steps", SmallBytes))

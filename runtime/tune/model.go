@@ -135,6 +135,9 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 			return Steps{Inter: hops}
 		}
 		return Steps{Intra: hops}
+	case a == algos.OneShot && algos.OneShotUnavailable(topo) == "":
+		// Copy into the own slot, one synchronization, read the slots.
+		return Steps{Intra: 1}
 	case a == algos.PAT && (coll == algos.ReduceScatter || coll == algos.AllGather):
 		// A piece crosses at most ceil(log2 n) links; the rank runs its
 		// program's steps in order (the first is a send, as the ring's).
@@ -202,7 +205,11 @@ func treeSteps(topo *algos.Topo) Steps {
 func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
 	s := m.steps[coll][a]
 	k := &m.c.Class[m.Class()]
-	return k.Gamma[p] + k.AlgoLat[a] + float64(s.Intra)*m.c.Class[m.intra].Alpha[p] + float64(s.Inter)*m.c.Class[Net].Alpha[p] + float64(s.Ops)*k.OpCost
+	gamma := k.Gamma[p]
+	if g := k.AlgoGamma[a]; g != 0 {
+		gamma = g // a row with its own fast path does not pay the engine's per-call cost
+	}
+	return gamma + k.AlgoLat[a] + float64(s.Intra)*m.c.Class[m.intra].Alpha[p] + float64(s.Inter)*m.c.Class[Net].Alpha[p] + float64(s.Ops)*k.OpCost
 }
 
 // BW returns the algorithm bandwidth of coll by (a, p) on nch channels, in
@@ -268,7 +275,18 @@ func (m *Model) Time(coll algos.Coll, a algos.Algo, p protocols.Proto, nbytes in
 
 // predict is Time without the mask.
 func (m *Model) predict(coll algos.Coll, a algos.Algo, p protocols.Proto, nbytes int64, nch int) float64 {
-	return m.Lat(coll, a, p) + float64(nbytes)/(1000*m.BW(coll, a, p, nch))
+	return m.Lat(coll, a, p) + m.traffic(coll, a)*float64(nbytes)/(1000*m.BW(coll, a, p, nch))
+}
+
+// traffic is the bytes algorithm a moves per rank for coll relative to the
+// ring's, where that depends on n (reference small-message-algorithms.md
+// §6): a one-shot all-reduce reads the n-1 other slots, (n-1)S, against the
+// ring's 2(n-1)S/n: n/2. Eff stays the fitted constant.
+func (m *Model) traffic(coll algos.Coll, a algos.Algo) float64 {
+	if a == algos.OneShot && (coll == algos.AllReduce || coll == algos.Reduce) && m.n > 2 {
+		return float64(m.n) / 2
+	}
+	return 1
 }
 
 // Choice is one entry of the model and its predicted time.

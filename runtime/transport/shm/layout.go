@@ -16,7 +16,8 @@ import (
 //	[ctlOff, mcastCtlOff)     one control block per connection
 //	[mcastCtlOff, fifoOff)    one control block per multicast region (none without NVLS)
 //	[fifoOff, mcastOff)       the FIFOs: per channel, per directed pair, Simple, LL, LL128
-//	[mcastOff, size)          the multicast regions: per channel, per local rank (its head)
+//	[mcastOff, oneShotOff)    the multicast regions: per channel, per local rank (its head)
+//	[oneShotOff, size)        the one-shot area (oneshot.go): a sequence line per local rank, then two slots each
 //
 // Every region starts on a page; each FIFO is a whole number of pages, so a
 // FIFO that is never used costs no memory (tmpfs allocates on first touch).
@@ -26,7 +27,7 @@ const (
 	// segMagic opens a valid header ("ccshmv01" in memory order); it is
 	// stored last, so a header with the magic is complete.
 	segMagic   uint64 = 0x3130766d68736363
-	segVersion uint32 = 2 // 2: the call descriptors (desc.go) after the owners
+	segVersion uint32 = 3 // 2: the call descriptors (desc.go) after the owners; 3: the one-shot area
 
 	// Header fields.
 	hMagic    = 0
@@ -37,6 +38,7 @@ const (
 	hSize     = 48
 	hCreated  = 56 // unix nanoseconds
 	hMcast    = 64 // uint64: bytes of one multicast slot (0: no multicast regions)
+	hOneShot  = 72 // uint64: bytes of one one-shot slot (0: no one-shot area)
 	hOwners   = 128
 
 	// An owner entry: the process of one local rank. It is claimed (CAS
@@ -93,6 +95,11 @@ type geometry struct {
 	mcastCtlOff   int   // the first of them
 	mcastBytes    int64 // one multicast region: NSteps slots, rounded up to pages
 	mcastOff      int64 // the first of them
+
+	oneShotSlot  int   // bytes of one one-shot slot, as asked (0: no one-shot area)
+	oneShotStep  int64 // one slot's place: oneShotSlot rounded up to pages
+	oneShotOff   int64 // the sequence lines, one per local rank
+	oneShotSlots int64 // the slots: per local rank, two
 }
 
 // layoutOrder is the order of the protocols in a segment: the header's
@@ -162,6 +169,32 @@ func newGeometry(nranks, channels int, buff [protocols.NumProtos]int, mcastStep 
 		return g, fmt.Errorf("segment of %d bytes for %d local ranks, %d channels and buffer sizes %v: want at most %d", g.size, nranks, channels, sizes, int64(maxSegment))
 	}
 	return g, nil
+}
+
+// addOneShot appends the one-shot area of slots of slot bytes each to the
+// segment (oneshot.go); 0 adds none.
+func (g *geometry) addOneShot(slot int) error {
+	if slot == 0 || g.nranks < 2 {
+		return nil
+	}
+	if slot < 0 || slot > 1<<30 || slot%oneShotAlign != 0 {
+		return fmt.Errorf("one-shot slot of %d bytes (CC_ONESHOT_BYTES): want a multiple of %d up to %d", slot, oneShotAlign, 1<<30)
+	}
+	g.oneShotSlot = slot
+	g.oneShotStep = int64(roundUp(slot, pageSize))
+	g.oneShotOff = g.size
+	g.oneShotSlots = g.oneShotOff + int64(roundUp(g.nranks*oneShotLine, pageSize))
+	g.size = g.oneShotSlots + int64(g.nranks)*2*g.oneShotStep
+	if g.size > maxSegment {
+		return fmt.Errorf("segment of %d bytes with one-shot slots of %d bytes (CC_ONESHOT_BYTES) for %d local ranks: want at most %d", g.size, slot, g.nranks, int64(maxSegment))
+	}
+	return nil
+}
+
+// oneShotSlotOff is the offset of local rank r's one-shot slot of parity
+// q (0 or 1).
+func (g *geometry) oneShotSlotOff(r, q int) int64 {
+	return g.oneShotSlots + int64(2*r+q)*g.oneShotStep
 }
 
 func (g *geometry) nconns() int {

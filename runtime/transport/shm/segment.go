@@ -38,6 +38,9 @@ type Options struct {
 	// NCCL_NVLS_CHUNKSIZE); every local rank has one region per channel,
 	// of protocols.NSteps slots. 0 means no multicast regions.
 	McastStep int
+	// OneShotBytes is the bytes of one slot of the one-shot area
+	// (CC_ONESHOT_BYTES): every local rank has two. 0 means no area.
+	OneShotBytes int
 	// Spin is how long a wait polls before it sleeps on a futex.
 	Spin time.Duration
 	// Cores is the number of cores ranks share; when LocalNRanks exceeds
@@ -151,6 +154,9 @@ func newSegment(o Options) (*Segment, error) {
 	if s.geo, err = newGeometry(o.LocalNRanks, o.Channels, o.BuffSize, o.McastStep); err != nil {
 		return s, fmt.Errorf("shm: %w", err)
 	}
+	if err = s.geo.addOneShot(o.OneShotBytes); err != nil {
+		return s, fmt.Errorf("shm: %w", err)
+	}
 	if o.LocalNRanks > 1 {
 		if s.me, err = readSelf(); err != nil {
 			return s, fmt.Errorf("shm: %w", err)
@@ -219,6 +225,14 @@ func (s *Segment) create() error {
 		unix.Unlink(s.path)
 		return fmt.Errorf("shm: allocate the %s of control blocks of %s: %w (enlarge %s or set NCCL_SHM_DISABLE=1)", human(uint64(s.geo.fifoOff)), s.path, err, dir)
 	}
+	if g := &s.geo; g.oneShotSlot > 0 {
+		// The one-shot area is touched on every call: allocate it now, so
+		// that a full directory is an Init error naming its knob.
+		if err := s.reserve(g.oneShotOff, g.size-g.oneShotOff, fmt.Sprintf("one-shot area (%d local ranks x 2 slots of CC_ONESHOT_BYTES=%d)", g.nranks, g.oneShotSlot)); err != nil {
+			unix.Unlink(s.path)
+			return fmt.Errorf("%w (or lower CC_ONESHOT_BYTES; 0 turns the one-shot rows off)", err)
+		}
+	}
 	mem, err := unix.Mmap(fd, 0, int(s.geo.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Unlink(s.path)
@@ -245,6 +259,7 @@ func (s *Segment) writeHeader() {
 	atomic.StoreUint64(s.u64(hSize), uint64(g.size))
 	atomic.StoreUint64(s.u64(hCreated), uint64(time.Now().UnixNano()))
 	atomic.StoreUint64(s.u64(hMcast), uint64(g.mcastStep))
+	atomic.StoreUint64(s.u64(hOneShot), uint64(g.oneShotSlot))
 }
 
 // attach maps the segment local rank 0 created.
@@ -293,7 +308,8 @@ func (s *Segment) checkHeader() error {
 	for i, p := range layoutOrder {
 		fields = append(fields, field{protoKnob[p], atomic.LoadUint64(s.u64(hBuff + 8*i)), uint64(g.buff[p])})
 	}
-	fields = append(fields, field{"multicast slot size (NCCL_NVLS_CHUNKSIZE, when NVLS is enabled)", atomic.LoadUint64(s.u64(hMcast)), uint64(g.mcastStep)})
+	fields = append(fields, field{"multicast slot size (NCCL_NVLS_CHUNKSIZE, when NVLS is enabled)", atomic.LoadUint64(s.u64(hMcast)), uint64(g.mcastStep)},
+		field{"one-shot slot size (CC_ONESHOT_BYTES)", atomic.LoadUint64(s.u64(hOneShot)), uint64(g.oneShotSlot)})
 	for _, f := range fields {
 		if f.got != f.want {
 			return fmt.Errorf("shm: segment %s has %s %d, local rank %d has %d: all local ranks must use the same settings", s.path, f.name, f.got, s.o.LocalRank, f.want)

@@ -80,9 +80,12 @@ func WriteCalibration(w io.Writer, h CalibrationHeader, f *tune.Fitted) error {
 			continue
 		}
 		rows = append(rows, row{"efficiency " + a.String(), "", func(k *tune.ClassConsts) float64 { return k.Eff[a] }})
-		if a == algos.PAT {
+		switch {
+		case a == algos.PAT:
 			rows = append(rows, row{"op_cost", "us", func(k *tune.ClassConsts) float64 { return k.OpCost }})
-		} else {
+		case f.Old.AlgoGamma[a] != 0: // its own per-call cost, fitted in place of algo_lat
+			rows = append(rows, row{"algo_gamma " + a.String(), "us", func(k *tune.ClassConsts) float64 { return k.AlgoGamma[a] }})
+		default:
 			rows = append(rows, row{"algo_lat " + a.String(), "us", func(k *tune.ClassConsts) float64 { return k.AlgoLat[a] }})
 		}
 	}

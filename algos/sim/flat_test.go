@@ -1,0 +1,151 @@
+package sim_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim"
+)
+
+// flatReductions are the reductions the one-shot rows are checked with:
+// a non-commutative Op (a*31+b wraps, so any other order or a missing or
+// repeated operand changes the result), and ones with a pre-op
+// (premulsum) and a post-op (integer avg), as reduce.Func has.
+var flatReductions = map[string]sim.Reduction{
+	"ordered":   {Op: func(a, b int64) int64 { return a*31 + b }},
+	"premulsum": {Op: func(a, b int64) int64 { return a + b }, Pre: func(r int, x int64) int64 { return x * int64(r+2) }},
+	"avg":       {Op: func(a, b int64) int64 { return a + b }, Post: func(x int64) int64 { return x / 7 }},
+}
+
+// flatWant is what rank r's Out holds after coll: computed directly from
+// the inputs, folding ranks in order 0..n-1.
+func flatWant(coll algos.Coll, red sim.Reduction, in [][]int64, r, root int, count int64) []int64 {
+	n := len(in)
+	pre := func(q int, x int64) int64 {
+		if red.Pre != nil {
+			return red.Pre(q, x)
+		}
+		return x
+	}
+	post := func(x int64) int64 {
+		if red.Post != nil {
+			return red.Post(x)
+		}
+		return x
+	}
+	fold := func(off int64) int64 {
+		acc := pre(0, in[0][off])
+		for q := 1; q < n; q++ {
+			acc = red.Op(acc, pre(q, in[q][off]))
+		}
+		return post(acc)
+	}
+	var out []int64
+	switch coll {
+	case algos.AllReduce, algos.Reduce:
+		for e := range count {
+			out = append(out, fold(e))
+		}
+	case algos.ReduceScatter:
+		for e := range count {
+			out = append(out, fold(int64(r)*count+e))
+		}
+	case algos.AllGather:
+		for q := range n {
+			out = append(out, in[q][:count]...)
+		}
+	case algos.Broadcast:
+		out = append(out, in[root][:count]...)
+	}
+	return out
+}
+
+// TestOneShotExact runs every one-shot row with exact data for 1..64
+// ranks, counts around the slot size, every root, in and out of place,
+// and checks every rank's output element by element, and that a call
+// synchronizes once per piece.
+func TestOneShotExact(t *testing.T) {
+	ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 64}
+	for _, row := range algos.Algorithms {
+		if row.Flat == nil {
+			continue
+		}
+		for _, n := range ns {
+			for _, slotElems := range []int64{64, 192} { // 512 B and 1.5 KiB of 8-byte elements
+				for _, count := range []int64{0, 1, 3, 5, 63, 64, 65, 129, 1001} {
+					if row.Coll == algos.ReduceScatter && slotElems < int64(n) {
+						continue
+					}
+					for _, inPlace := range []bool{false, true} {
+						for name, red := range flatReductions {
+							if row.Coll == algos.AllGather || row.Coll == algos.Broadcast {
+								if name != "ordered" {
+									continue
+								}
+								red = sim.Reduction{}
+							}
+							root := int(count) % n
+							t.Run(fmt.Sprintf("%s/n%d/slot%d/count%d/inplace=%v/%s", row.Coll, n, slotElems, count, inPlace, name), func(t *testing.T) {
+								checkFlat(t, &row, n, root, count, slotElems, inPlace, red)
+							})
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkFlat(t *testing.T, row *algos.Algorithm, n, root int, count, slotElems int64, inPlace bool, red sim.Reduction) {
+	t.Helper()
+	inLen, outLen := count, count
+	switch row.Coll {
+	case algos.ReduceScatter:
+		inLen = int64(n) * count
+	case algos.AllGather:
+		outLen = int64(n) * count
+	}
+	ranks := make([]sim.Rank, n)
+	in := make([][]int64, n)
+	plans := make([][]algos.FlatPlan, n)
+	for r := range n {
+		in[r] = make([]int64, inLen)
+		for e := range in[r] {
+			in[r][e] = int64(r+1)*1_000_003 + int64(e)*7 + 1
+		}
+		ranks[r] = sim.Rank{In: append([]int64(nil), in[r]...), Out: make([]int64, outLen)}
+		if inPlace {
+			switch row.Coll {
+			case algos.ReduceScatter: // recv is send's block r
+				ranks[r].Out = ranks[r].In[int64(r)*count : int64(r+1)*count]
+			case algos.AllGather: // send is recv's block r
+				copy(ranks[r].Out[int64(r)*count:], ranks[r].In)
+				ranks[r].In = ranks[r].Out[int64(r)*count : int64(r+1)*count]
+			default:
+				ranks[r].Out = ranks[r].In
+			}
+		}
+		plans[r] = row.Flat.Plans(algos.FlatArgs{Coll: row.Coll, Rank: r, NRanks: n, Root: root, Count: count}, slotElems)
+	}
+	st, err := sim.RunFlat(ranks, plans, red, slotElems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	piece := row.Flat.Piece(slotElems, n)
+	if want := int((count + piece - 1) / piece); st.Syncs != want {
+		t.Errorf("%d synchronizations, want %d (one per piece of %d)", st.Syncs, want, piece)
+	}
+	for r := range n {
+		if row.Coll == algos.Reduce && r != root {
+			continue
+		}
+		want := flatWant(row.Coll, red, in, r, root, count)
+		got := ranks[r].Out
+		for e := range want {
+			if got[e] != want[e] {
+				t.Fatalf("rank %d element %d: got %d, want %d", r, e, got[e], want[e])
+			}
+		}
+	}
+}

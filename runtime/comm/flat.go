@@ -1,0 +1,107 @@
+package comm
+
+// Flat rows (algos.Flat: every rank copies into its slot of a staging area,
+// all synchronize once, every rank reads the slots) run on a fast path of
+// their own: no schedule, no slicing, no lanes or workers. Their plans are
+// made once per call shape and cached with the others; a repeated call
+// copies, posts, waits and reduces, and allocates nothing.
+
+import (
+	"fmt"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
+)
+
+// flatState is the communicator's staging area for flat rows and its
+// call counter (the same on every rank: every rank runs the same flat
+// pieces in the same order).
+type flatState struct {
+	area engine.FlatArea // nil when flat rows cannot run here
+	slot int             // bytes of one slot
+	seq  uint64          // the last call number
+	task engine.FlatTask // reused by every call
+}
+
+// flatWanted reports whether a flat row may run some collective: every
+// rank is on this host over shared memory, a row accepts the topology and
+// NCCL_ALGO allows it. It needs only what every rank of the host shares.
+func (c *Comm) flatWanted() bool {
+	if c.p.SHMDisable || c.p.OneShotBytes == 0 || len(c.localIndex) != c.nranks {
+		return false
+	}
+	for _, row := range algos.Algorithms {
+		if row.Flat != nil && row.Flat.Unavailable(c.topo) == "" && c.p.Algo.For(row.Coll).Has(row.Algo) {
+			return true
+		}
+	}
+	return false
+}
+
+// flatDisabled says why flat row `row` may not run here, or "".
+func (c *Comm) flatDisabled(row *algos.Algorithm) string {
+	if row.Flat == nil {
+		return ""
+	}
+	switch {
+	case c.p.OneShotBytes == 0:
+		return fmt.Sprintf("%s is off (CC_ONESHOT_BYTES=0)", row.Algo)
+	case c.p.SHMDisable:
+		return fmt.Sprintf("%s needs shared memory and NCCL_SHM_DISABLE=1", row.Algo)
+	}
+	if why := row.Flat.Unavailable(c.topo); why != "" {
+		return why
+	}
+	if c.flat.area == nil {
+		return fmt.Sprintf("%s has no staging area on this host", row.Algo)
+	}
+	return ""
+}
+
+// openFlat makes the staging area: the host segment's one-shot area, or,
+// with a single rank, slots in this process.
+func (c *Comm) openFlat() {
+	switch {
+	case c.seg != nil:
+		if a := c.seg.OneShot(); a != nil {
+			c.flat.area, c.flat.slot = a, a.SlotBytes()
+		}
+	case c.nranks == 1 && c.p.OneShotBytes > 0:
+		c.flat.area, c.flat.slot = newPrivateArea(c.p.OneShotBytes), c.p.OneShotBytes
+	}
+}
+
+// makeFlatPlan is the plan of a flat row's call: one algos.FlatPlan per
+// piece that fits a slot.
+func (c *Comm) makeFlatPlan(k *coll) *plan {
+	slotElems := int64(c.flat.slot / k.dt.Size())
+	pl := &plan{geo: k.algo.Geometry[k.proto], step: c.payloadStep(k.proto)}
+	pl.flat = k.algo.Flat.Plans(algos.FlatArgs{Coll: k.kind, Rank: c.rank, NRanks: c.nranks, Root: k.root, Count: k.count}, slotElems)
+	pl.chunk = k.algo.Flat.Piece(slotElems, c.nranks)
+	pl.args0 = algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count, ElemSize: k.dt.Size()}
+	return pl
+}
+
+// runFlat runs a flat row's call on the caller's goroutine.
+func (c *Comm) runFlat(k *coll) error {
+	t := &c.flat.task
+	*t = engine.FlatTask{Plans: k.plan.flat, Rank: c.rank, In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn}
+	err := engine.RunFlat(c.flat.area, &c.flat.seq, t)
+	*t = engine.FlatTask{} // hold no user buffer
+	if err != nil {
+		c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
+	}
+	return err
+}
+
+// privateArea is the staging area of a communicator of one rank: two
+// slots in its own memory.
+type privateArea struct{ slots [2][]byte }
+
+func newPrivateArea(slot int) *privateArea {
+	return &privateArea{slots: [2][]byte{make([]byte, slot), make([]byte, slot)}}
+}
+
+func (a *privateArea) Slot(_ int, k uint64) []byte { return a.slots[k%2] }
+func (a *privateArea) Post(uint64)                 {}
+func (a *privateArea) Await(uint64) error          { return nil }

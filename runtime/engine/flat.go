@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
+)
+
+// FlatArea is the staging area a flat row (algos.Flat) runs over: a slot
+// per rank that every rank maps, and one synchronization per call. The
+// shared-memory transport's one-shot area satisfies it.
+type FlatArea interface {
+	// Slot returns rank's slot for call k.
+	Slot(rank int, k uint64) []byte
+	// Post publishes this rank's slot of call k.
+	Post(k uint64)
+	// Await waits until every rank has posted call k; it returns an error
+	// when the communicator has failed or a rank is gone.
+	Await(k uint64) error
+}
+
+// FlatTask is one call of a flat row: its plans, one per piece (each one
+// synchronization), and the buffers.
+type FlatTask struct {
+	Plans []algos.FlatPlan
+	Rank  int    // this rank's index in the area
+	In    []byte // the Input buffer
+	Out   []byte // the Output buffer (may be the same memory as In)
+	Type  reduce.DataType
+	Fn    *reduce.Func // the reduction; nil for collectives that do not reduce
+}
+
+// RunFlat runs t over area. seq is the area's last call number on this
+// rank: each piece is the next call. Nothing is allocated, and no
+// goroutine is involved: the whole call runs on the caller's.
+func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
+	es := int64(t.Type.Size())
+	for i := range t.Plans {
+		pl := &t.Plans[i]
+		*seq++
+		k := *seq
+		mine := area.Slot(t.Rank, k)
+		for _, p := range pl.Puts {
+			dst, src := mine[p.SlotOff*es:(p.SlotOff+p.Count)*es], t.In[p.InOff*es:(p.InOff+p.Count)*es]
+			if p.Pre && t.Fn != nil && t.Fn.HasPre() {
+				t.Fn.Pre(dst, src)
+			} else {
+				copy(dst, src)
+			}
+		}
+		area.Post(k)
+		if err := area.Await(k); err != nil {
+			return err
+		}
+		for j := range pl.Gets {
+			if err := t.get(area, k, &pl.Gets[j], es); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// get does one algos.FlatGet.
+func (t *FlatTask) get(area FlatArea, k uint64, g *algos.FlatGet, es int64) error {
+	dst := t.Out[g.OutOff*es : (g.OutOff+g.Count)*es]
+	slot := func(r int) []byte { return area.Slot(r, k)[g.SlotOff*es : (g.SlotOff+g.Count)*es] }
+	switch {
+	case g.Local:
+		src := t.In[g.InOff*es : (g.InOff+g.Count)*es]
+		if len(src) > 0 && unsafe.SliceData(src) != unsafe.SliceData(dst) {
+			copy(dst, src)
+		}
+	case g.With != algos.NoPeer:
+		if t.Fn == nil {
+			return fmt.Errorf("flat plan reduces ranks %d and %d without a reduction", g.Rank, g.With)
+		}
+		t.Fn.Reduce(dst, slot(g.Rank), slot(g.With))
+	case g.Reduce:
+		if t.Fn == nil {
+			return fmt.Errorf("flat plan reduces rank %d without a reduction", g.Rank)
+		}
+		t.Fn.Reduce(dst, dst, slot(g.Rank))
+	default:
+		copy(dst, slot(g.Rank))
+	}
+	if g.Post && t.Fn != nil && t.Fn.HasPost() {
+		t.Fn.Post(dst, dst)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+//go:build linux
+
+package shm
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// The one-shot area: the staging slots of the one-shot collectives
+// (algos.Flat). Every local rank has a sequence line, the only word it
+// writes there, and two slots of Options.OneShotBytes:
+//
+//	seq[0] | seq[1] | ... (one 128-byte line each)      slot 0/0 | slot 0/1 | slot 1/0 | slot 1/1 | ...
+//
+// For call k (1, 2, ... the same on every local rank) a rank fills its
+// slot k%2, stores seq = k, waits until every local rank's seq >= k and
+// reads the slots. No reset and no second barrier: a rank writes slot k%2
+// only after it saw every seq >= k-1, so every rank has finished call k-2,
+// the last reader of that slot. A rank that sleeps uses its descriptor
+// entry's futex words (desc.go), which Fail bumps and every Post wakes.
+const (
+	oneShotLine  = 128 // one sequence word per line: one writer each
+	oneShotAlign = 128 // a slot's size is a multiple of this
+)
+
+// OneShot is this rank's view of the one-shot area. Its methods are not
+// safe for concurrent use: one call at a time, as a communicator runs them.
+type OneShot struct {
+	s       *Segment
+	me      int
+	seqs    []*uint64   // by local rank
+	slots   [2][][]byte // by parity, then local rank
+	waiters []conn      // by local rank: the words of its sleeps, and who it waits for
+}
+
+// OneShot returns the one-shot area, or nil when the segment has none
+// (Options.OneShotBytes 0, or a single local rank).
+func (s *Segment) OneShot() *OneShot {
+	g := &s.geo
+	if g.oneShotSlot == 0 || s.mem == nil {
+		return nil
+	}
+	o := &OneShot{s: s, me: s.o.LocalRank}
+	for r := range g.nranks {
+		o.seqs = append(o.seqs, s.u64(int(g.oneShotOff)+r*oneShotLine))
+		for q := range 2 {
+			off := g.oneShotSlotOff(r, q)
+			o.slots[q] = append(o.slots[q], s.mem[off:off+int64(g.oneShotSlot):off+int64(g.oneShotSlot)])
+		}
+		e := s.entry(r)
+		o.waiters = append(o.waiters, conn{seg: s, peer: r, key: connKey{from: o.me, to: r}, tailWait: s.u32(e + eWait), tailSeq: s.u32(e + eSeq)})
+	}
+	return o
+}
+
+// SlotBytes is the size of one slot.
+func (o *OneShot) SlotBytes() int { return o.s.geo.oneShotSlot }
+
+// Slot returns local rank r's slot for call k.
+func (o *OneShot) Slot(r int, k uint64) []byte { return o.slots[k%2][r] }
+
+// Post publishes this rank's slot of call k: everything written to it
+// before is visible to a rank whose Await(k) returned. It wakes the local
+// ranks that sleep.
+func (o *OneShot) Post(k uint64) {
+	atomic.StoreUint64(o.seqs[o.me], k)
+	for r := range o.waiters {
+		if r != o.me {
+			w := &o.waiters[r]
+			w.wake(w.tailWait, w.tailSeq)
+		}
+	}
+}
+
+// Await waits until every local rank has posted call k. It polls, yields
+// and sleeps as the FIFOs' waits do (CC_SHM_SPIN_US; a few polls and
+// sched_yield when the local ranks outnumber the cores), and ends with the
+// segment's failure, or with an error naming a local rank whose process is
+// gone.
+func (o *OneShot) Await(k uint64) error {
+	me := &o.waiters[o.me]
+	for r, seq := range o.seqs {
+		if atomic.LoadUint64(seq) >= k {
+			continue
+		}
+		if err := o.waiters[r].await(me.tailWait, me.tailSeq, func() bool { return atomic.LoadUint64(seq) >= k }); err != nil {
+			return fmt.Errorf("shm %s: one-shot call %d, waiting for local rank %d: %w", o.s.name, k, r, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package tune
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
+
+// TestOneShotModel: OneShot takes one step inside a host and none where it
+// cannot run, pays its own per-call cost (algo_gamma) instead of the
+// class's gamma, and its all-reduce moves n/2 times the ring's bytes.
+func TestOneShotModel(t *testing.T) {
+	if got := StepsOf(algos.AllReduce, algos.OneShot, algos.BlockTopo(1, 4)); got != (Steps{Intra: 1}) {
+		t.Errorf("steps on one host of 4: %+v, want one intra step", got)
+	}
+	if got := StepsOf(algos.AllReduce, algos.OneShot, algos.BlockTopo(2, 2)); got != (Steps{}) {
+		t.Errorf("steps on two hosts: %+v, want none (it cannot run)", got)
+	}
+	c := fixedConsts(t)
+	k := &c.Class[SHM]
+	k.Eff[algos.OneShot], k.AlgoGamma[algos.OneShot] = 1, 0.125
+	var mask Mask
+	for coll := range algos.Coll(algos.NumColls) {
+		mask[coll][algos.OneShot][protocols.Simple] = true
+	}
+	const p = protocols.Simple
+	for _, n := range []int{2, 4, 8} {
+		m := New(c, algos.BlockTopo(1, n), mask, nil, false)
+		if got, want := m.Lat(algos.AllReduce, algos.OneShot, p), 0.125+k.Alpha[p]; math.Abs(got-want) > 1e-12 {
+			t.Errorf("n=%d: latency %v, want algo_gamma + one alpha = %v", n, got, want)
+		}
+		const bytes = 1 << 20
+		for _, coll := range []algos.Coll{algos.AllReduce, algos.AllGather, algos.ReduceScatter} {
+			got := m.Time(coll, algos.OneShot, p, bytes, 1) - m.Lat(coll, algos.OneShot, p)
+			ring := float64(bytes) / (1000 * m.BW(coll, algos.OneShot, p, 1))
+			want := ring
+			if coll == algos.AllReduce && n > 2 {
+				want = ring * float64(n) / 2
+			}
+			if math.Abs(got-want) > 1e-9 {
+				t.Errorf("n=%d %s: bytes term %v us, want %v", n, coll, got, want)
+			}
+		}
+	}
+	k.AlgoGamma[algos.OneShot] = -1
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "algo_gamma OneShot = -1") {
+		t.Errorf("Check with a negative algo_gamma: %v, want an error naming it", err)
+	}
+}
+
+// TestDefaultPicksOneShot: with the built-in constants the tuner picks
+// OneShot where it measured faster (small all-reduces on one host: up to
+// 512 B with 2 ranks on idle cores, up to 32 KiB with 4 ranks on 2 cores)
+// and the ring where OneShot measured slower.
+func TestDefaultPicksOneShot(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		busy  bool
+		bytes int64
+		want  bool
+	}{
+		{2, false, 8, true}, {2, false, 512, true}, {2, false, 4096, false}, {2, false, 2 << 20, false},
+		{4, true, 8, true}, {4, true, 32 << 10, true}, {4, true, 256 << 10, false},
+	} {
+		topo := algos.BlockTopo(1, c.n)
+		m := New(Default(), topo, fullMask(topo), nil, c.busy)
+		best, _ := m.Decide(algos.AllReduce, c.bytes, 1, -1)
+		if got := best.Algo == algos.OneShot; got != c.want {
+			t.Errorf("n=%d busy=%v %d B: picked %s, want OneShot: %v", c.n, c.busy, c.bytes, best, c.want)
+		}
+	}
+}
