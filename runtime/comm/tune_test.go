@@ -120,3 +120,47 @@ func TestBadTuneFile(t *testing.T) {
 		}
 	}
 }
+
+// TestSHMDisablePricesTCP: with NCCL_SHM_DISABLE=1 the ranks of one host
+// talk TCP, and the tuner prices their links as the net class: two ranks
+// of one host pick, at every size, the all-reduce and all-gather that two
+// ranks on two hosts pick (same algorithm, protocol and predicted time),
+// and the class is net. With shared memory the picks differ at some size,
+// so the comparison can fail.
+func TestSHMDisablePricesTCP(t *testing.T) {
+	picks := func(cs []*Comm) []string {
+		var out []string
+		for size := 8; size <= 1<<20; size *= 4 {
+			count := size / 4
+			mustEach(t, cs, "all-reduce", func(c *Comm) error {
+				b := make([]byte, size)
+				return c.AllReduce(b, b, count, reduce.Int32, reduce.Sum)
+			})
+			a, p, _, pred := cs[0].Ran()
+			out = append(out, fmt.Sprintf("all_reduce %d B: %s/%s %.2f us", size, a, p, pred))
+			mustEach(t, cs, "all-gather", func(c *Comm) error {
+				return c.AllGather(make([]byte, size), make([]byte, size*len(cs)), count, reduce.Int32)
+			})
+			a, p, _, pred = cs[0].Ran()
+			out = append(out, fmt.Sprintf("all_gather %d B: %s/%s %.2f us", size, a, p, pred))
+		}
+		return out
+	}
+	env := map[string]string{"NCCL_SHM_DISABLE": "1", "NCCL_PAT_ENABLE": "0", "NCCL_NCHANNELS": "1"}
+	oneHost := withHosts(t, []string{"h", "h"}, testParams(t, env))
+	twoHosts := withHosts(t, []string{"h0", "h1"}, testParams(t, env))
+	env["NCCL_SHM_DISABLE"] = "0"
+	shm := withHosts(t, []string{"h", "h"}, testParams(t, env))
+	if cl := oneHost[0].model.Class(); cl != tune.Net {
+		t.Errorf("one host, NCCL_SHM_DISABLE=1: class %s, want %s", cl, tune.Net)
+	}
+	got, want, onSHM := picks(oneHost), picks(twoHosts), picks(shm)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("one host over TCP: %s; two hosts: %s", got[i], want[i])
+		}
+	}
+	if strings.Join(onSHM, ";") == strings.Join(want, ";") {
+		t.Errorf("shared memory picks what TCP picks at every size: the test shows nothing\n%s", strings.Join(onSHM, "\n"))
+	}
+}
