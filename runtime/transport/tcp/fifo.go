@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -126,7 +127,8 @@ type SendConn struct {
 	socks  []net.Conn
 	peer   string
 	queues []chan entry
-	closed bool // guarded by r.mu
+	drain  *drainGroup // armed while the engine waits for a slot
+	closed bool        // guarded by r.mu
 	wg     sync.WaitGroup
 	once   sync.Once
 
@@ -138,8 +140,8 @@ type SendConn struct {
 	slots    int    // steps [next, next+slots) were returned by SendSlot and are free
 }
 
-func newSendConn(socks []net.Conn, stepBytes int, peer string) *SendConn {
-	c := &SendConn{r: newRing(stepBytes), socks: socks, peer: peer}
+func newSendConn(socks []net.Conn, stepBytes int, peer string, g *drainGroup) *SendConn {
+	c := &SendConn{r: newRing(stepBytes), socks: socks, peer: peer, drain: g}
 	c.queues = make([]chan entry, len(socks))
 	for i := range socks {
 		c.queues[i] = make(chan entry, protocols.NSteps)
@@ -158,9 +160,7 @@ func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
 	c.next = alignStep(c.next, nsteps)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.err == nil && !r.fits(c.next, nsteps) {
-		r.cond.Wait()
-	}
+	c.waitLocked(func() bool { return r.fits(c.next, nsteps) })
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -267,10 +267,22 @@ func (c *SendConn) waitFree(step uint64) error {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.err == nil && !r.fits(step, 1) {
+	c.waitLocked(func() bool { return r.fits(step, 1) })
+	return r.err
+}
+
+// waitLocked waits, with r.mu held, until ok() or the connection fails,
+// with the rank's drainers armed while it blocks.
+func (c *SendConn) waitLocked(ok func() bool) {
+	r := c.r
+	if r.err != nil || ok() {
+		return
+	}
+	c.drain.arm(nil)
+	for r.err == nil && !ok() {
 		r.cond.Wait()
 	}
-	return r.err
+	c.drain.disarm(nil)
 }
 
 // writer writes socket i's frames in order; it exits when its queue is
@@ -320,9 +332,7 @@ func (c *SendConn) Flush() error {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.err == nil && r.hseq < c.seq {
-		r.cond.Wait()
-	}
+	c.waitLocked(func() bool { return r.hseq >= c.seq })
 	if r.hseq < c.seq {
 		return r.err
 	}
@@ -364,6 +374,16 @@ type RecvConn struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 
+	// The drainer reads only while the group says so (drainGroup); it
+	// waits for wake meanwhile, and exits when quit is closed.
+	drain     *drainGroup
+	selfArmed int // receives of this connection blocked, guarded by drain.mu
+	wake      chan struct{}
+	quit      chan struct{}
+	quitOnce  sync.Once
+	rarmed    bool // readSock armed the group, guarded by rmu
+	peeks     atomic.Uint64 // times the drainer found the socket readable (tests count them)
+
 	// engine side, one goroutine at a time
 	waited bool // Wait returned a slice that is not released yet
 	slots  int  // frames [hseq, hseq+slots) were returned by RecvSlot
@@ -397,8 +417,9 @@ type RecvConn struct {
 	perr           error
 }
 
-func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration) *RecvConn {
-	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError, spin: spin}
+func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration, g *drainGroup) *RecvConn {
+	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError, spin: spin,
+		drain: g, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	if p != protocols.Simple {
 		c.stage = make([]byte, protocols.NSteps*p.Payload(stepBytes))
 	}
@@ -410,6 +431,9 @@ func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string
 		c.inline = c.setInline(socks[0])
 	}
 	if c.inline {
+		if g != nil {
+			g.add(c)
+		}
 		c.wg.Add(1)
 		go c.drainer()
 		return c
@@ -461,6 +485,10 @@ func (c *RecvConn) readRaw(fd uintptr) bool {
 	case !c.runtil.IsZero() && time.Now().Before(c.runtil):
 		c.ragain = true
 		return true // poll again, without blocking
+	}
+	if !c.rarmed { // this rank blocks: the other drainers read
+		c.rarmed = true
+		c.drain.arm(c)
 	}
 	return false // block until readable
 }
@@ -551,6 +579,14 @@ func (c *RecvConn) readPayload(hdr []byte, want uint64, sock net.Conn) error {
 func (c *RecvConn) drainer() {
 	defer c.wg.Done()
 	for {
+		if !c.drain.drains(c) {
+			select {
+			case <-c.wake:
+			case <-c.quit:
+				return
+			}
+			continue
+		}
 		err := c.dupRC.Read(c.peekFn)
 		if err == nil && c.perr != nil {
 			err = c.perr
@@ -560,6 +596,10 @@ func (c *RecvConn) drainer() {
 				c.readFailed(err)
 			}
 			return
+		}
+		c.peeks.Add(1)
+		if !c.drain.drains(c) {
+			continue // Wait reads it
 		}
 		c.rmu.Lock()
 		err = c.readFrame(false)
@@ -600,6 +640,16 @@ func (c *RecvConn) readFrame(poll bool) error {
 // nothing is there yet. Otherwise it blocks (the runtime's poller) until
 // b is full, the socket fails or its read deadline passes (Fail).
 func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
+	n, err := c.readSockArmed(b, spin, probe)
+	if c.rarmed {
+		c.rarmed = false
+		c.drain.disarm(c)
+	}
+	return n, err
+}
+
+// readSock is readSock but for disarming the drainers it armed.
+func (c *RecvConn) readSockArmed(b []byte, spin, probe bool) (int, error) {
 	c.runtil = time.Time{}
 	if spin && c.spin > 0 {
 		c.runtil = time.Now().Add(c.spin)
@@ -657,6 +707,7 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	armed := false
 	for {
 		e := &r.ent[r.hseq%protocols.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
@@ -676,6 +727,11 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 		}
 		if r.err != nil {
 			return nil, r.err
+		}
+		if !armed { // this rank blocks: the drainers read
+			armed = true
+			c.drain.arm(nil)
+			defer c.drain.disarm(nil)
 		}
 		r.cond.Wait()
 	}
@@ -830,6 +886,15 @@ func (c *RecvConn) ReleaseSlot() error {
 	return nil
 }
 
+// wakeDrainer wakes the drainer if it waits to be armed; with drain.mu
+// held.
+func (c *RecvConn) wakeDrainer() {
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
 // slotProtoErr is the slot API's error on LL and LL128 connections.
 func slotProtoErr(p protocols.Proto) error {
 	return fmt.Errorf("slot API needs the Simple protocol, not %s", p)
@@ -839,6 +904,7 @@ func slotProtoErr(p protocols.Proto) error {
 // the socket returns at once.
 func (c *RecvConn) Fail(err error) {
 	c.r.fail(err)
+	c.quitOnce.Do(func() { close(c.quit) })
 	if c.inline {
 		c.socks[0].SetReadDeadline(time.Now())
 		c.dup.SetReadDeadline(time.Now())
@@ -858,6 +924,7 @@ func (c *RecvConn) Close() error {
 	c.once.Do(func() {
 		c.SetClosing()
 		c.r.fail(engine.ErrClosed)
+		c.quitOnce.Do(func() { close(c.quit) })
 		for _, s := range c.socks {
 			s.Close()
 		}
