@@ -381,7 +381,7 @@ type RecvConn struct {
 	wake      chan struct{}
 	quit      chan struct{}
 	quitOnce  sync.Once
-	rarmed    bool // readSock armed the group, guarded by rmu
+	rarmed    bool          // readSock armed the group, guarded by rmu
 	peeks     atomic.Uint64 // times the drainer found the socket readable (tests count them)
 
 	// engine side, one goroutine at a time
