@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/seed-760dd1f1/cc/runtime/tune"
 )
@@ -162,5 +163,32 @@ func TestSHMDisablePricesTCP(t *testing.T) {
 	}
 	if strings.Join(onSHM, ";") == strings.Join(want, ";") {
 		t.Errorf("shared memory picks what TCP picks at every size: the test shows nothing\n%s", strings.Join(onSHM, "\n"))
+	}
+}
+
+// TestTCPSpinNeedsACore: a TCP receive polls its socket (CC_TCP_SPIN_US)
+// only when the ranks of the machine do not outnumber its cores, counting
+// fake hosts of one machine (CC_HOST_ID) as the machine's: 1 rank per
+// core polls, twice as many ranks as cores do not.
+func TestTCPSpinNeedsACore(t *testing.T) {
+	cores, err := hw.Cores(hw.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{cores, 2 * cores} {
+		hosts := make([]string, n)
+		for r := range hosts {
+			hosts[r] = fmt.Sprintf("h%d", r)
+		}
+		cs := withHosts(t, hosts, testParams(t, map[string]string{"CC_TCP_SPIN_US": "70"}))
+		want := 70 * time.Microsecond
+		if n > cores {
+			want = 0
+		}
+		for _, c := range cs {
+			if got := c.tr.Spin(); got != want {
+				t.Errorf("%d ranks on %d fake hosts, %d cores: rank %d spins %v, want %v", n, n, cores, c.Rank(), got, want)
+			}
+		}
 	}
 }

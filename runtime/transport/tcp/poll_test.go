@@ -225,3 +225,70 @@ func TestFailDuringPoll(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPingPong8B: one 8-byte LL slice each way between two ranks of
+// this process (a round trip per op), the receive polling its socket for
+// CC_TCP_SPIN_US's default, or blocking in the poller at once.
+func BenchmarkPingPong8B(b *testing.B) {
+	for _, spin := range []time.Duration{0, 50 * time.Microsecond} {
+		b.Run(fmt.Sprintf("spin=%v", spin), func(b *testing.B) {
+			x, y := benchListen(b, 0), benchListen(b, 1)
+			x.SetSpin(spin)
+			y.SetSpin(spin)
+			sxy, rxy := benchConnect(b, x, y)
+			syx, ryx := benchConnect(b, y, x)
+			msg := fill(1, 8)
+			done := make(chan error, 1)
+			go func() {
+				for range b.N {
+					if err := recvOne(rxy, msg); err != nil {
+						done <- err
+						return
+					}
+					if err := sendOne(syx, msg); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			b.ResetTimer()
+			for range b.N {
+				if err := sendOne(sxy, msg); err != nil {
+					b.Fatal(err)
+				}
+				if err := recvOne(ryx, msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+func benchListen(b *testing.B, rank int) *Transport {
+	tr, err := Listen(Options{Rank: rank, Job: testJob, ListenAddr: "127.0.0.1:0", NSocks: 1, RetryCnt: 3, RetrySleep: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func benchConnect(b *testing.B, x, y *Transport) (Sender, Receiver) {
+	var s Sender
+	var serr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s, serr = x.Connect(b.Context(), y.o.Rank, y.Addr(), 7, protocols.LL, 4096)
+	}()
+	r, err := y.Accept(b.Context(), x.o.Rank, 7, protocols.LL, 4096)
+	<-done
+	if serr != nil || err != nil {
+		b.Fatalf("connect: %v / accept: %v", serr, err)
+	}
+	return s, r
+}

@@ -110,6 +110,13 @@ func (t *Transport) SetSpin(d time.Duration) {
 	t.mu.Unlock()
 }
 
+// Spin returns Options.Spin as SetSpin left it.
+func (t *Transport) Spin() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.o.Spin
+}
+
 // Addr is the address peers dial.
 func (t *Transport) Addr() string { return t.ln.Addr().String() }
 
