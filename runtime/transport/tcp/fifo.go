@@ -416,8 +416,8 @@ type RecvConn struct {
 	// Polling stops until spinOff after a poll finds that this goroutine
 	// was descheduled (other work holds the cores), for a backoff that
 	// doubles while that repeats (spinBackoff).
-	spinOff     time.Time
-	spinBackoff time.Duration
+	spinOff        time.Time
+	spinBackoff    time.Duration
 	readFn, peekFn func(fd uintptr) bool
 	peekBuf        [1]byte
 	perr           error
