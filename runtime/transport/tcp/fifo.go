@@ -382,6 +382,7 @@ type RecvConn struct {
 	quit      chan struct{}
 	quitOnce  sync.Once
 	rarmed    bool          // readSock armed the group, guarded by rmu
+	draining  bool          // the drainer holds rmu to read, guarded by r.mu
 	peeks     atomic.Uint64 // times the drainer found the socket readable (tests count them)
 
 	// engine side, one goroutine at a time
@@ -641,8 +642,10 @@ func (c *RecvConn) drainer() {
 			continue // Wait reads it
 		}
 		c.rmu.Lock()
+		c.setDraining(true)
 		err = c.readFrame(false)
 		c.rmu.Unlock()
+		c.setDraining(false)
 		if err != nil {
 			if !c.r.failed() {
 				c.readFailed(err)
@@ -808,13 +811,27 @@ func (c *RecvConn) waitInline() error {
 			}
 			continue
 		}
-		// The drainer is reading the frame: it publishes it under r.mu.
+		// The drainer is reading: it publishes the frame under r.mu, or
+		// finds none (Wait read it) and lets go; then try again. While
+		// the drainer only holds the lock to begin or end reading, this
+		// loops.
 		r.mu.Lock()
-		for r.err == nil && !(r.ent[r.hseq%protocols.NSteps].valid && r.ent[r.hseq%protocols.NSteps].seq == r.hseq) {
+		for r.err == nil && c.draining && !(r.ent[r.hseq%protocols.NSteps].valid && r.ent[r.hseq%protocols.NSteps].seq == r.hseq) {
 			r.cond.Wait()
 		}
 		r.mu.Unlock()
 	}
+}
+
+// setDraining records whether the drainer holds rmu to read, and wakes a
+// Wait that waits for it to let go.
+func (c *RecvConn) setDraining(on bool) {
+	c.r.mu.Lock()
+	c.draining = on
+	if !on {
+		c.r.cond.Broadcast()
+	}
+	c.r.mu.Unlock()
 }
 
 // Release implements engine.RecvConn.
