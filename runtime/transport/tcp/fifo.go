@@ -485,7 +485,7 @@ func (c *RecvConn) readRaw(fd uintptr) bool {
 	c.rn, c.rerr = unix.Read(int(fd), c.rbuf)
 	if c.rerr != unix.EAGAIN {
 		if !c.runtil.IsZero() && time.Since(c.rlast) <= preemptGap {
-			c.spinBackoff = 0 // polling found it, undisturbed
+			c.spinBackoff /= 2 // polling found it, undisturbed: decay
 		}
 		return true
 	}
@@ -505,15 +505,16 @@ func (c *RecvConn) readRaw(fd uintptr) bool {
 	return false // block until readable
 }
 
-// Polling backs off when the cores are busy with other work: a poll that
-// comes more than preemptGap after the previous one (a poll is a read
-// system call, about a microsecond) was descheduled meanwhile, and a
-// receive that polls on a busy machine waits for its turn on a core where
-// one that blocks is woken at once. Polling then stops for minBackoff,
-// doubling while it repeats, up to maxBackoff; a poll that finds its
-// frame undisturbed resets it. Measured on the 2-core VM under a load
-// average of 12-15: polling made an 8 B all-reduce over TCP 2-4x slower
-// than blocking.
+// Polling backs off when it does not pay: when the frame does not come
+// within the spin, or a poll comes more than preemptGap after the previous
+// one (a poll is a read system call, about a microsecond), so that this
+// goroutine was descheduled meanwhile (other work holds the cores: a
+// receive that polls then waits for its turn on a core, where one that
+// blocks is woken at once). Polling then stops for minBackoff, doubling
+// while it repeats, up to maxBackoff; each poll that finds its frame
+// undisturbed halves it. Measured on the 2-core VM under a load average of
+// 12-25 from other work: polling without backoff made an 8 B all-reduce
+// over TCP 2-4x slower than blocking.
 const (
 	preemptGap = 20 * time.Microsecond
 	minBackoff = time.Millisecond
@@ -521,16 +522,17 @@ const (
 )
 
 // pollAgain reports whether a spin that found nothing should poll again:
-// its time is not up and it was not descheduled (see preemptGap).
+// its time is not up and it was not descheduled; if not, polling backs
+// off (see preemptGap).
 func (c *RecvConn) pollAgain() bool {
 	now := time.Now()
-	if now.Sub(c.rlast) > preemptGap {
+	if now.Sub(c.rlast) > preemptGap || !now.Before(c.runtil) {
 		c.spinBackoff = min(max(2*c.spinBackoff, minBackoff), maxBackoff)
 		c.spinOff = now.Add(c.spinBackoff)
 		return false
 	}
 	c.rlast = now
-	return now.Before(c.runtil)
+	return true
 }
 
 // peekRaw is the drainer's callback: it ends the wait once a byte can be
