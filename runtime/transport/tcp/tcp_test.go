@@ -255,9 +255,9 @@ func TestProtocolsRoundTrip(t *testing.T) {
 }
 
 // TestInlineReceive: with one socket, LL and LL128 receives read frames on the
-// caller's goroutine, and the drainer reads them while the caller is away.
-// The receiver pauses at random so that both happen, in every protocol,
-// polling and not; every slice must arrive intact and in order.
+// caller's goroutine. The receiver and the sender pause at random, so that
+// frames wait in the socket and receives wait for frames, in every
+// protocol, polling and not; every slice must arrive intact and in order.
 func TestInlineReceive(t *testing.T) {
 	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
 		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
@@ -275,7 +275,7 @@ func TestInlineReceive(t *testing.T) {
 					}
 				}, func(i int) {
 					if i%89 == 0 {
-						time.Sleep(200 * time.Microsecond) // the drainer reads ahead
+						time.Sleep(200 * time.Microsecond) // frames wait in the socket
 					}
 				})
 			})
