@@ -414,9 +414,9 @@ type RecvConn struct {
 	rprobe, ragain bool
 	runtil         time.Time
 	rlast          time.Time // the previous poll of this spin
-	// Polling stops until spinOff after a poll finds that this goroutine
-	// was descheduled (other work holds the cores), for a backoff that
-	// doubles while that repeats (spinBackoff).
+	// Polling stops until spinOff after a spin that ran out or was
+	// descheduled, for a backoff that doubles while that repeats
+	// (pollAgain).
 	spinOff        time.Time
 	spinBackoff    time.Duration
 	readFn, peekFn func(fd uintptr) bool
@@ -692,7 +692,7 @@ func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
 	return n, err
 }
 
-// readSock is readSock but for disarming the drainers it armed.
+// readSockArmed is readSock but for disarming the drainers it armed.
 func (c *RecvConn) readSockArmed(b []byte, spin, probe bool) (int, error) {
 	c.runtil, c.rlast = time.Time{}, time.Time{}
 	if spin && c.spin > 0 {

@@ -33,6 +33,23 @@ func listen(t *testing.T, rank int) *Transport {
 	return tr
 }
 
+// awaitAll takes n results from errc, failing the test at the first
+// error, or when one has not come within hangGuard (hang names the
+// likely cause).
+func awaitAll(t *testing.T, errc <-chan error, n int, hang string) {
+	t.Helper()
+	for range n {
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(hangGuard):
+			t.Fatalf("still waiting after %v (hang guard): %s", hangGuard, hang)
+		}
+	}
+}
+
 // sendOne posts payload pl as a one-step slice on s.
 func sendOne(s Sender, pl []byte) error {
 	buf, err := s.Acquire(1)
@@ -154,16 +171,7 @@ func TestBlockedReceiveDrainsOthers(t *testing.T) {
 				}
 				errc <- nil
 			}()
-			for range 3 {
-				select {
-				case err := <-errc:
-					if err != nil {
-						t.Fatal(err)
-					}
-				case <-time.After(30 * time.Second):
-					t.Fatal("still waiting after 30 s (hang guard): nothing drained b's socket from a")
-				}
-			}
+			awaitAll(t, errc, 3, "nothing drained b's socket from a")
 		})
 	}
 }

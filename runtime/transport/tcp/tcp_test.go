@@ -341,13 +341,7 @@ func TestBothWriteFirst(t *testing.T) {
 			sb, ra := connectProto(t, b, a, p, stepBytes)
 			const n = protocols.NSteps // the FIFO's worth: 16 MiB each way
 			max := p.Payload(stepBytes)
-			full := func(i int) []byte { // a whole slot's payload
-				b := make([]byte, max)
-				for j := range b {
-					b[j] = byte(i + j*13)
-				}
-				return b
-			}
+			full := func(i int) []byte { return fill(i, max) } // a whole slot's payload
 			run := func(s Sender, r Receiver) error {
 				for i := 0; i < n; i++ {
 					buf, err := s.Acquire(1)
@@ -374,16 +368,7 @@ func TestBothWriteFirst(t *testing.T) {
 			errc := make(chan error, 2)
 			go func() { errc <- run(sa, ra) }()
 			go func() { errc <- run(sb, rb) }()
-			for range 2 {
-				select {
-				case err := <-errc:
-					if err != nil {
-						t.Fatal(err)
-					}
-				case <-time.After(30 * time.Second):
-					t.Fatal("both ranks still writing after 30 s (hang guard): nothing drained the sockets")
-				}
-			}
+			awaitAll(t, errc, 2, "both ranks still writing: nothing drained the sockets")
 		})
 	}
 }
