@@ -753,7 +753,12 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	armed := false
+	armed := false // this rank blocks: the drainers read
+	defer func() {
+		if armed {
+			c.drain.disarm(nil)
+		}
+	}()
 	for {
 		e := &r.ent[r.hseq%protocols.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
@@ -774,10 +779,9 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		if !armed { // this rank blocks: the drainers read
+		if !armed {
 			armed = true
 			c.drain.arm(nil)
-			defer c.drain.disarm(nil)
 		}
 		r.cond.Wait()
 	}
