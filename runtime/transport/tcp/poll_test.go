@@ -50,6 +50,16 @@ func awaitAll(t *testing.T, errc <-chan error, n int, hang string) {
 	}
 }
 
+// eachInline runs f as a subtest for LL and LL128 (the protocols whose
+// one-socket receives read inline) with each spin.
+func eachInline(t *testing.T, spins []time.Duration, f func(t *testing.T, p protocols.Proto, spin time.Duration)) {
+	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
+		for _, spin := range spins {
+			t.Run(fmt.Sprintf("%s/spin=%v", p, spin), func(t *testing.T) { f(t, p, spin) })
+		}
+	}
+}
+
 // sendOne posts payload pl as a one-step slice on s.
 func sendOne(s Sender, pl []byte) error {
 	buf, err := s.Acquire(1)
@@ -82,49 +92,45 @@ func recvOne(r Receiver, want []byte) error {
 // per small message, which made LL128's small all-gathers over TCP stall
 // behind LL's on a loaded 2-core machine.)
 func TestPingPongEverySize(t *testing.T) {
-	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
-		for _, spin := range []time.Duration{0, 50 * time.Microsecond} {
-			t.Run(fmt.Sprintf("%s/spin=%v", p, spin), func(t *testing.T) {
-				a, b, _ := pair(t, 1, nil)
-				a.SetSpin(spin)
-				b.SetSpin(spin)
-				const stepBytes = 2048
-				sab, rab := connectProto(t, a, b, p, stepBytes)
-				sba, rba := connectProto(t, b, a, p, stepBytes)
-				max := p.Payload(stepBytes)
-				errc := make(chan error, 1)
-				go func() { // rank b: receive, then answer
-					for n := 1; n <= max; n++ {
-						if err := recvOne(rab, fill(n, n)); err != nil {
-							errc <- fmt.Errorf("b, slice of %d bytes: %w", n, err)
-							return
-						}
-						if err := sendOne(sba, fill(-n, n)); err != nil {
-							errc <- err
-							return
-						}
-					}
-					errc <- nil
-				}()
-				for n := 1; n <= max; n++ {
-					if err := sendOne(sab, fill(n, n)); err != nil {
-						t.Fatal(err)
-					}
-					if err := recvOne(rba, fill(-n, n)); err != nil {
-						t.Fatalf("a, slice of %d bytes: %v", n, err)
-					}
+	eachInline(t, []time.Duration{0, 50 * time.Microsecond}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
+		a, b, _ := pair(t, 1, nil)
+		a.SetSpin(spin)
+		b.SetSpin(spin)
+		const stepBytes = 2048
+		sab, rab := connectProto(t, a, b, p, stepBytes)
+		sba, rba := connectProto(t, b, a, p, stepBytes)
+		max := p.Payload(stepBytes)
+		errc := make(chan error, 1)
+		go func() { // rank b: receive, then answer
+			for n := 1; n <= max; n++ {
+				if err := recvOne(rab, fill(n, n)); err != nil {
+					errc <- fmt.Errorf("b, slice of %d bytes: %w", n, err)
+					return
 				}
-				if err := <-errc; err != nil {
-					t.Fatal(err)
+				if err := sendOne(sba, fill(-n, n)); err != nil {
+					errc <- err
+					return
 				}
-				for name, r := range map[string]Receiver{"a->b": rab, "b->a": rba} {
-					if n := r.(*RecvConn).peeks.Load(); n != 0 {
-						t.Errorf("%s: the drainer found %d of %d frames first, want 0", name, n, max)
-					}
-				}
-			})
+			}
+			errc <- nil
+		}()
+		for n := 1; n <= max; n++ {
+			if err := sendOne(sab, fill(n, n)); err != nil {
+				t.Fatal(err)
+			}
+			if err := recvOne(rba, fill(-n, n)); err != nil {
+				t.Fatalf("a, slice of %d bytes: %v", n, err)
+			}
 		}
-	}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		for name, r := range map[string]Receiver{"a->b": rab, "b->a": rba} {
+			if n := r.(*RecvConn).peeks.Load(); n != 0 {
+				t.Errorf("%s: the drainer found %d of %d frames first, want 0", name, n, max)
+			}
+		}
+	})
 }
 
 // TestBlockedReceiveDrainsOthers: rank b waits for rank c, which waits
@@ -180,28 +186,24 @@ func TestBlockedReceiveDrainsOthers(t *testing.T) {
 // frame fails the receive that reads it, polling or not, with an error
 // naming the peer, instead of leaving it waiting.
 func TestPeerClosesMidFrame(t *testing.T) {
-	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
-		for _, spin := range []time.Duration{0, time.Minute} {
-			t.Run(fmt.Sprintf("%s/spin=%v", p, spin), func(t *testing.T) {
-				a, b := listen(t, 0), listen(t, 1)
-				b.SetSpin(spin)
-				s, r := connectProto(t, a, b, p, 4096)
-				const n = 1000
-				wn := protocols.WireBytes(p, n)
-				frame := make([]byte, headerSize+wn/2) // the header, half the lines
-				binary.LittleEndian.PutUint32(frame[0:], uint32(wn))
-				binary.LittleEndian.PutUint32(frame[4:], 1)
-				go func() {
-					s.(*EagerSendConn).socks[0].Write(frame)
-					s.Close()
-				}()
-				err := returns(t, "a receive of a frame cut short", func() error { _, err := r.Wait(1, n); return err })
-				if err == nil || !strings.Contains(err.Error(), "closed by the peer") || !strings.Contains(err.Error(), "rank 0") {
-					t.Fatalf("Wait: %v, want the connection from rank 0 closed by the peer", err)
-				}
-			})
+	eachInline(t, []time.Duration{0, time.Minute}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
+		a, b := listen(t, 0), listen(t, 1)
+		b.SetSpin(spin)
+		s, r := connectProto(t, a, b, p, 4096)
+		const n = 1000
+		wn := protocols.WireBytes(p, n)
+		frame := make([]byte, headerSize+wn/2) // the header, half the lines
+		binary.LittleEndian.PutUint32(frame[0:], uint32(wn))
+		binary.LittleEndian.PutUint32(frame[4:], 1)
+		go func() {
+			s.(*EagerSendConn).socks[0].Write(frame)
+			s.Close()
+		}()
+		err := returns(t, "a receive of a frame cut short", func() error { _, err := r.Wait(1, n); return err })
+		if err == nil || !strings.Contains(err.Error(), "closed by the peer") || !strings.Contains(err.Error(), "rank 0") {
+			t.Fatalf("Wait: %v, want the connection from rank 0 closed by the peer", err)
 		}
-	}
+	})
 }
 
 // TestFailDuringPoll: Fail ends a receive that is polling its socket (a

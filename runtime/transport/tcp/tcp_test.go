@@ -259,28 +259,24 @@ func TestProtocolsRoundTrip(t *testing.T) {
 // frames wait in the socket and receives wait for frames, in every
 // protocol, polling and not; every slice must arrive intact and in order.
 func TestInlineReceive(t *testing.T) {
-	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
-		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
-			t.Run(fmt.Sprintf("%s/spin=%v", p, spin), func(t *testing.T) {
-				a, b, _ := pair(t, 1, nil)
-				b.SetSpin(spin)
-				const stepBytes, n = 1024, 3000
-				s, r := connectProto(t, a, b, p, stepBytes)
-				if !r.(*RecvConn).inline {
-					t.Fatal("a one-socket LL/LL128 connection does not read inline")
-				}
-				streamSlices(t, s, r, n, p.Payload(stepBytes), func(i int) {
-					if i%97 == 0 {
-						time.Sleep(50 * time.Microsecond) // the receiver polls, then blocks
-					}
-				}, func(i int) {
-					if i%89 == 0 {
-						time.Sleep(200 * time.Microsecond) // frames wait in the socket
-					}
-				})
-			})
+	eachInline(t, []time.Duration{0, 20 * time.Microsecond}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
+		a, b, _ := pair(t, 1, nil)
+		b.SetSpin(spin)
+		const stepBytes, n = 1024, 3000
+		s, r := connectProto(t, a, b, p, stepBytes)
+		if !r.(*RecvConn).inline {
+			t.Fatal("a one-socket LL/LL128 connection does not read inline")
 		}
-	}
+		streamSlices(t, s, r, n, p.Payload(stepBytes), func(i int) {
+			if i%97 == 0 {
+				time.Sleep(50 * time.Microsecond) // the receiver polls, then blocks
+			}
+		}, func(i int) {
+			if i%89 == 0 {
+				time.Sleep(200 * time.Microsecond) // frames wait in the socket
+			}
+		})
+	})
 }
 
 // streamSlices sends n one-step slices of payload(i, max) from s on its own
