@@ -413,12 +413,6 @@ type RecvConn struct {
 	rerr           error
 	rprobe, ragain bool
 	runtil         time.Time
-	rlast          time.Time // the previous poll of this spin
-	// Polling stops until spinOff after a spin that ran out or was
-	// descheduled, for a backoff that doubles while that repeats
-	// (pollAgain).
-	spinOff        time.Time
-	spinBackoff    time.Duration
 	readFn, peekFn func(fd uintptr) bool
 	peekBuf        [1]byte
 	perr           error
@@ -484,55 +478,20 @@ func (c *RecvConn) setInline(sock net.Conn) bool {
 func (c *RecvConn) readRaw(fd uintptr) bool {
 	c.rn, c.rerr = unix.Read(int(fd), c.rbuf)
 	if c.rerr != unix.EAGAIN {
-		if !c.runtil.IsZero() && time.Since(c.rlast) <= preemptGap {
-			c.spinBackoff /= 2 // polling found it, undisturbed: decay
-		}
 		return true
 	}
 	switch {
 	case c.rprobe:
 		return true // nothing there: report it
-	case !c.runtil.IsZero():
-		if c.pollAgain() {
-			c.ragain = true
-			return true // poll again, without blocking
-		}
+	case !c.runtil.IsZero() && time.Now().Before(c.runtil):
+		c.ragain = true
+		return true // poll again, without blocking
 	}
 	if !c.rarmed { // this rank blocks: the other drainers read
 		c.rarmed = true
 		c.drain.arm(c)
 	}
 	return false // block until readable
-}
-
-// Polling backs off when it does not pay: when the frame does not come
-// within the spin, or a poll comes more than preemptGap after the previous
-// one (a poll is a read system call, about a microsecond), so that this
-// goroutine was descheduled meanwhile (other work holds the cores: a
-// receive that polls then waits for its turn on a core, where one that
-// blocks is woken at once). Polling then stops for minBackoff, doubling
-// while it repeats, up to maxBackoff; each poll that finds its frame
-// undisturbed halves it. Measured on the 2-core VM under a load average of
-// 12-25 from other work: polling without backoff made an 8 B all-reduce
-// over TCP 2-4x slower than blocking.
-const (
-	preemptGap = 20 * time.Microsecond
-	minBackoff = time.Millisecond
-	maxBackoff = time.Second
-)
-
-// pollAgain reports whether a spin that found nothing should poll again:
-// its time is not up and it was not descheduled; if not, polling backs
-// off (see preemptGap).
-func (c *RecvConn) pollAgain() bool {
-	now := time.Now()
-	if now.Sub(c.rlast) > preemptGap || !now.Before(c.runtil) {
-		c.spinBackoff = min(max(2*c.spinBackoff, minBackoff), maxBackoff)
-		c.spinOff = now.Add(c.spinBackoff)
-		return false
-	}
-	c.rlast = now
-	return true
 }
 
 // peekRaw is the drainer's callback: it ends the wait once a byte can be
@@ -694,11 +653,9 @@ func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
 
 // readSockArmed is readSock but for disarming the drainers it armed.
 func (c *RecvConn) readSockArmed(b []byte, spin, probe bool) (int, error) {
-	c.runtil, c.rlast = time.Time{}, time.Time{}
+	c.runtil = time.Time{}
 	if spin && c.spin > 0 {
-		if now := time.Now(); now.After(c.spinOff) {
-			c.runtil, c.rlast = now.Add(c.spin), now
-		}
+		c.runtil = time.Now().Add(c.spin)
 	}
 	got := 0
 	for got < len(b) {
