@@ -12,8 +12,10 @@ import "sync"
 // drainer waiting in the runtime's poller is woken by every frame that
 // arrives, also those the engine reads itself a moment later in Wait:
 // each small message then pays a goroutine wake-up, a thread wake-up on
-// another core and a contended lock, which on 2 cores made LL128's small
-// all-gathers 5x slower than LL's under load.
+// another core and a contended lock (strace of 1,000 all-gathers of 512 B:
+// 2,505 futex calls and 1,714 drainer peeks, 182 and 2 without), the
+// likely cause of LL128's small all-gathers losing 5x to LL on a loaded
+// 2-core machine.
 //
 // So a drainer waits in the poller only while the group is armed: while
 // some goroutine of this rank is blocked in the transport, in an eager
