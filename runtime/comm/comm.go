@@ -267,7 +267,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	}
 	c.openFlat()
 	// A receive polls its socket only while a core is free for it.
-	if len(c.localIndex) <= cores {
+	if c.machineRanks() <= cores {
 		c.tr.SetSpin(p.TCPSpin)
 	}
 	// Under mu: the bootstrap watcher, started above, fails what exists
@@ -308,6 +308,20 @@ func (c *Comm) coreShare(cores, parentRanks int) int {
 	}
 	c.hostRanks = max(local, parentRanks)
 	return max(1, cores*local/c.hostRanks)
+}
+
+// machineRanks counts the ranks on this rank's machine: those of its host
+// identity and those of its hostname, which share the machine's cores
+// whatever CC_HOST_ID says (fake hosts of one machine talk TCP, and each
+// receive that polls its socket holds a core).
+func (c *Comm) machineRanks() int {
+	n := 0
+	for _, pi := range c.peers {
+		if pi.HostID == c.peers[c.rank].HostID || pi.Host == c.host {
+			n++
+		}
+	}
+	return n
 }
 
 // shmDir is where shared-memory segments live (a variable only so that

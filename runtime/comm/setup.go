@@ -182,8 +182,21 @@ func (c *Comm) pickAlgos() []algos.Link {
 			c.infof(param.SubsysInit, "%s: %v", kind, c.algoErr[kind])
 		}
 	}
-	c.model = tune.New(c.consts, c.topo, mask, c.tunerCfg, c.topo.MaxPerHost() > c.minCores)
+	c.model = tune.NewIntra(c.consts, c.topo, mask, c.tunerCfg, c.intraClass())
 	return links
+}
+
+// intraClass is the tuner's class of the links between ranks of one host:
+// the ranks' transport, shared memory (busy when a host has more ranks
+// than cores) or, with NCCL_SHM_DISABLE=1, TCP.
+func (c *Comm) intraClass() tune.Class {
+	switch {
+	case c.p.SHMDisable:
+		return tune.Net
+	case c.topo.MaxPerHost() > c.minCores:
+		return tune.SHMBusy
+	}
+	return tune.SHM
 }
 
 // logGraph prints the ring of every channel (INIT, as before) and, with

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/seed-760dd1f1/cc/runtime/tune"
 )
@@ -116,6 +117,77 @@ func TestBadTuneFile(t *testing.T) {
 			hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d", r), func() { err = <-p.done; p.done <- err })
 			if stderr := p.cmd.Stderr.(*syncWriter).String(); err == nil || !strings.Contains(stderr, c.want) {
 				t.Errorf("%s: rank %d: exit %v, stderr:\n%s\nwant %q", c.env, r, err, stderr, c.want)
+			}
+		}
+	}
+}
+
+// TestSHMDisablePricesTCP: with NCCL_SHM_DISABLE=1 the ranks of one host
+// talk TCP, and the tuner prices their links as the net class: two ranks
+// of one host pick, at every size, the all-reduce and all-gather that two
+// ranks on two hosts pick (same algorithm, protocol and predicted time),
+// and the class is net. With shared memory the picks differ at some size,
+// so the comparison can fail.
+func TestSHMDisablePricesTCP(t *testing.T) {
+	picks := func(cs []*Comm) []string {
+		var out []string
+		for size := 8; size <= 1<<20; size *= 4 {
+			count := size / 4
+			mustEach(t, cs, "all-reduce", func(c *Comm) error {
+				b := make([]byte, size)
+				return c.AllReduce(b, b, count, reduce.Int32, reduce.Sum)
+			})
+			a, p, _, pred := cs[0].Ran()
+			out = append(out, fmt.Sprintf("all_reduce %d B: %s/%s %.2f us", size, a, p, pred))
+			mustEach(t, cs, "all-gather", func(c *Comm) error {
+				return c.AllGather(make([]byte, size), make([]byte, size*len(cs)), count, reduce.Int32)
+			})
+			a, p, _, pred = cs[0].Ran()
+			out = append(out, fmt.Sprintf("all_gather %d B: %s/%s %.2f us", size, a, p, pred))
+		}
+		return out
+	}
+	env := map[string]string{"NCCL_SHM_DISABLE": "1", "NCCL_PAT_ENABLE": "0", "NCCL_NCHANNELS": "1"}
+	oneHost := withHosts(t, []string{"h", "h"}, testParams(t, env))
+	twoHosts := withHosts(t, []string{"h0", "h1"}, testParams(t, env))
+	env["NCCL_SHM_DISABLE"] = "0"
+	shm := withHosts(t, []string{"h", "h"}, testParams(t, env))
+	if cl := oneHost[0].model.Class(); cl != tune.Net {
+		t.Errorf("one host, NCCL_SHM_DISABLE=1: class %s, want %s", cl, tune.Net)
+	}
+	got, want, onSHM := picks(oneHost), picks(twoHosts), picks(shm)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("one host over TCP: %s; two hosts: %s", got[i], want[i])
+		}
+	}
+	if strings.Join(onSHM, ";") == strings.Join(want, ";") {
+		t.Errorf("shared memory picks what TCP picks at every size: the test shows nothing\n%s", strings.Join(onSHM, "\n"))
+	}
+}
+
+// TestTCPSpinNeedsACore: a TCP receive polls its socket (CC_TCP_SPIN_US)
+// only when the ranks of the machine do not outnumber its cores, counting
+// fake hosts of one machine (CC_HOST_ID) as the machine's: 1 rank per
+// core polls, twice as many ranks as cores do not.
+func TestTCPSpinNeedsACore(t *testing.T) {
+	cores, err := hw.Cores(hw.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{cores, 2 * cores} {
+		hosts := make([]string, n)
+		for r := range hosts {
+			hosts[r] = fmt.Sprintf("h%d", r)
+		}
+		cs := withHosts(t, hosts, testParams(t, map[string]string{"CC_TCP_SPIN_US": "70"}))
+		want := 70 * time.Microsecond
+		if n > cores {
+			want = 0
+		}
+		for _, c := range cs {
+			if got := c.tr.Spin(); got != want {
+				t.Errorf("%d ranks on %d fake hosts, %d cores: rank %d spins %v, want %v", n, n, cores, c.Rank(), got, want)
 			}
 		}
 	}

@@ -326,7 +326,10 @@ func (f *Fitted) keep(name, why string) { f.Basis[name] = "kept: " + why }
 // class (Fit's alpha divides by it); at least 1.
 func (m *Model) classSteps(coll algos.Coll, a algos.Algo) int {
 	s := m.steps[coll][a]
-	if m.Class() == Net {
+	switch {
+	case m.intra == Net: // every step crosses a socket
+		return max(1, s.Total())
+	case m.Class() == Net:
 		return max(1, s.Inter)
 	}
 	return max(1, s.Intra)

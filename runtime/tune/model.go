@@ -32,7 +32,7 @@ type Model struct {
 	cfg   *Config // NCCL_TUNER_CONFIG_FILE's rows, or nil
 	n     int
 	nodes int
-	intra Class // SHM, or SHMBusy on hosts with more ranks than cores
+	intra Class // SHM, SHMBusy on hosts with more ranks than cores, or Net when ranks of a host talk TCP
 	steps [algos.NumColls][algos.NumAlgos]Steps
 }
 
@@ -43,10 +43,18 @@ type Model struct {
 // busy says that a host has more ranks than cores: steps inside hosts then
 // cost the SHMBusy class's latency and bandwidth.
 func New(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, busy bool) *Model {
-	m := &Model{c: c, mask: mask, cfg: cfg, n: topo.NRanks, nodes: topo.NHosts(), intra: SHM}
+	intra := SHM
 	if busy {
-		m.intra = SHMBusy
+		intra = SHMBusy
 	}
+	return NewIntra(c, topo, mask, cfg, intra)
+}
+
+// NewIntra is New with the class of the links between ranks of one host
+// named: SHM, SHMBusy, or Net when they talk TCP (NCCL_SHM_DISABLE=1), so
+// that the model prices the transport the ranks actually use.
+func NewIntra(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, intra Class) *Model {
+	m := &Model{c: c, mask: mask, cfg: cfg, n: topo.NRanks, nodes: topo.NHosts(), intra: intra}
 	for coll := range algos.Coll(algos.NumColls) {
 		for a := range algos.Algo(algos.NumAlgos) {
 			m.steps[coll][a] = StepsOf(coll, a, topo)
@@ -56,10 +64,11 @@ func New(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, busy bool) *Model 
 }
 
 // Class is the job's slowest link class, whose bandwidth, efficiencies
-// and per-call latencies the model uses: Net when the job spans hosts,
-// else SHM (SHMBusy on a host with more ranks than cores).
+// and per-call latencies the model uses: Net when the job spans hosts or
+// the ranks of a host talk TCP, else SHM (SHMBusy on a host with more
+// ranks than cores).
 func (m *Model) Class() Class {
-	if m.nodes > 1 {
+	if m.nodes > 1 || m.intra == Net {
 		return Net
 	}
 	return m.intra

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/algos/sim"
+	"github.com/seed-760dd1f1/cc/protocols"
 )
 
 // simRounds runs one chunk of row on topo in the simulator and returns
@@ -150,6 +151,64 @@ func TestTraffic(t *testing.T) {
 	} {
 		if got := Traffic(tc.coll, tc.a, tc.n); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("Traffic(%s, %s, %d) = %v, want %v", tc.coll, tc.a, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestIntraNetPricesSocketSteps: a model of ranks of one host whose links
+// are TCP (NewIntra with Net) prices every step at the net class: its
+// class is Net, every entry's latency is net gamma plus the algorithm's
+// latency plus a net alpha per step (and its ops' cost), its bandwidth
+// the net class's, as for the same ranks one per host. Two ranks, whose
+// schedules are alike either way, decide as two ranks on two hosts do,
+// where shared memory decides otherwise at some size.
+func TestIntraNetPricesSocketSteps(t *testing.T) {
+	c := fixedConsts(t)
+	k := &c.Class[Net]
+	for _, n := range []int{2, 3, 4, 8} {
+		host := algos.NewTopo(make([]int, n))
+		mask := fullMask(host)
+		tcp := NewIntra(c, host, mask, nil, Net)
+		apart := New(c, algos.FlatTopo(n), mask, nil, false) // the same mask: no PAT
+		if cl := tcp.Class(); cl != Net {
+			t.Fatalf("n=%d: class %s, want %s", n, cl, Net)
+		}
+		for coll := range algos.Coll(algos.NumColls) {
+			for a := range algos.Algo(algos.NumAlgos) {
+				for p := range protocols.Proto(protocols.NumProtos) {
+					if !mask[coll][a][p] {
+						continue
+					}
+					s := tcp.Steps(coll, a)
+					want := k.Gamma[p] + k.AlgoLat[a] + float64(s.Total())*k.Alpha[p] + float64(s.Ops)*k.OpCost
+					if got := tcp.Lat(coll, a, p); got != want {
+						t.Errorf("n=%d %s %s/%s: latency %.3f us, want %.3f (steps %+v)", n, coll, a, p, got, want, s)
+					}
+					if got, want := tcp.BW(coll, a, p, 1), apart.BW(coll, a, p, 1); got != want {
+						t.Errorf("n=%d %s %s/%s: bandwidth %.3f GB/s, one rank per host %.3f", n, coll, a, p, got, want)
+					}
+				}
+			}
+		}
+		if n != 2 {
+			continue
+		}
+		shm := New(c, host, mask, nil, false)
+		differs := false
+		for coll := range algos.Coll(algos.NumColls) {
+			for size := int64(8); size <= 1<<28; size *= 4 {
+				got, _ := tcp.Decide(coll, size, 1, -1)
+				want, _ := apart.Decide(coll, size, 1, -1)
+				if got != want {
+					t.Errorf("%s %d B: one host over TCP picks %s, two hosts %s", coll, size, got, want)
+				}
+				if s, _ := shm.Decide(coll, size, 1, -1); s.Algo != got.Algo || s.Proto != got.Proto {
+					differs = true
+				}
+			}
+		}
+		if !differs {
+			t.Errorf("shared memory decides as TCP at every size: the test shows nothing")
 		}
 	}
 }

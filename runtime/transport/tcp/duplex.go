@@ -22,8 +22,9 @@ import (
 func Duplex(sock net.Conn, stepBytes int, peer string, onError func(error)) (*SendConn, *RecvConn) {
 	setSockOpts(sock)
 	SetLiveness(sock, DuplexTimeout)
-	return newSendConn([]net.Conn{sock}, stepBytes, peer),
-		newRecvConn(protocols.Simple, []net.Conn{sock}, stepBytes, peer, onError, 0)
+	// A Simple receiver has a reader goroutine, no drainer: no group.
+	return newSendConn([]net.Conn{sock}, stepBytes, peer, nil),
+		newRecvConn(protocols.Simple, []net.Conn{sock}, stepBytes, peer, onError, 0, nil)
 }
 
 // DuplexTimeout is how long a Duplex socket's peer may stay silent to

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/engine"
@@ -23,29 +26,46 @@ import (
 // slice and makes them the protocols of small messages.
 
 // EagerSendConn sends LL or LL128 slices: the engine's goroutine encodes
-// and writes each slice itself, round-robin over the sockets.
+// and writes each slice itself, round-robin over the sockets. A frame is
+// written with one write on the raw descriptor; when the socket does not
+// take it all at once, the write blocks with the rank's drainers armed
+// (drainGroup), so that a peer writing to this rank meanwhile is read.
 type EagerSendConn struct {
 	proto     protocols.Proto
 	socks     []net.Conn
+	rcs       []syscall.RawConn // per socket; nil: write through the net.Conn
+	drain     *drainGroup
 	peer      string
 	stepBytes int // wire bytes per step
 	stage     []byte
-	wire      []byte
-	hdr       [headerSize]byte
-	vec       [2][]byte
-	bufs      net.Buffers
+	frame     []byte // the header, then the wire lines of one slice
 	step, seq uint64
 	cur       int
+
+	// The state of one raw write, for writeFn (made once, so that a write
+	// allocates nothing).
+	wbuf    []byte
+	werr    error
+	wblock  bool
+	writeFn func(fd uintptr) bool
 
 	mu   sync.Mutex
 	err  error
 	once sync.Once
 }
 
-func newEagerSendConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string) *EagerSendConn {
-	return &EagerSendConn{proto: p, socks: socks, peer: peer, stepBytes: stepBytes,
+func newEagerSendConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, g *drainGroup) *EagerSendConn {
+	c := &EagerSendConn{proto: p, socks: socks, peer: peer, stepBytes: stepBytes, drain: g,
 		stage: make([]byte, protocols.NSteps*p.Payload(stepBytes)),
-		wire:  make([]byte, protocols.NSteps*stepBytes)}
+		frame: make([]byte, headerSize+protocols.NSteps*stepBytes),
+		rcs:   make([]syscall.RawConn, len(socks))}
+	for i, s := range socks {
+		if sc, ok := s.(syscall.Conn); ok {
+			c.rcs[i], _ = sc.SyscallConn()
+		}
+	}
+	c.writeFn = c.writeRaw
+	return c
 }
 
 // Acquire implements engine.SendConn: a staging buffer for the payload of
@@ -66,16 +86,12 @@ func (c *EagerSendConn) Acquire(nsteps int) ([]byte, error) {
 // Post implements engine.SendConn: encode the lines and write the frame.
 func (c *EagerSendConn) Post(n int) error {
 	wn := protocols.WireBytes(c.proto, n)
-	protocols.EncodeWire(c.proto, c.wire[:wn], c.stage[:n], c.step+1)
-	putHeader(&c.hdr, wn, c.cur, c.step, c.seq)
-	sock := c.socks[c.seq%uint64(len(c.socks))]
+	protocols.EncodeWire(c.proto, c.frame[headerSize:headerSize+wn], c.stage[:n], c.step+1)
+	putHeader((*[headerSize]byte)(c.frame[:headerSize]), wn, c.cur, c.step, c.seq)
+	i := int(c.seq % uint64(len(c.socks)))
 	c.step += uint64(c.cur)
 	c.seq++
-	// The two-buffer list lives in the connection, so a write allocates
-	// nothing (WriteTo consumes the list it is called on).
-	c.vec = [2][]byte{c.hdr[:], c.wire[:wn]}
-	c.bufs = c.vec[:]
-	if _, err := c.bufs.WriteTo(sock); err != nil {
+	if err := c.write(i, c.frame[:headerSize+wn]); err != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.err == nil {
@@ -84,6 +100,51 @@ func (c *EagerSendConn) Post(n int) error {
 		return c.err
 	}
 	return nil
+}
+
+// write writes b to socket i: at once if the socket takes it, else
+// blocking with the drainers armed.
+func (c *EagerSendConn) write(i int, b []byte) error {
+	rc := c.rcs[i]
+	if rc == nil {
+		c.drain.arm(nil)
+		defer c.drain.disarm(nil)
+		_, err := c.socks[i].Write(b)
+		return err
+	}
+	c.wbuf, c.werr, c.wblock = b, nil, false
+	err := rc.Write(c.writeFn)
+	if err == nil && c.werr == nil && len(c.wbuf) > 0 {
+		c.wblock = true
+		c.drain.arm(nil)
+		err = rc.Write(c.writeFn)
+		c.drain.disarm(nil)
+	}
+	if err == nil {
+		err = c.werr
+	}
+	c.wbuf = nil
+	return err
+}
+
+// writeRaw is the callback of one raw write: it writes what the socket
+// takes; true ends the runtime's Write, false makes it wait until the
+// socket is writable (only once the write blocks: wblock).
+func (c *EagerSendConn) writeRaw(fd uintptr) bool {
+	for len(c.wbuf) > 0 {
+		n, err := unix.Write(int(fd), c.wbuf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return !c.wblock
+		case err != nil:
+			c.werr = err
+			return true
+		}
+		c.wbuf = c.wbuf[n:]
+	}
+	return true
 }
 
 // SendSlot implements engine.SlotSender for the type's sake: the slot API

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -135,7 +136,8 @@ type SendConn struct {
 	socks  []net.Conn
 	peer   string
 	queues []chan entry
-	closed bool // guarded by r.mu
+	drain  *drainGroup // armed while the engine waits for a slot
+	closed bool        // guarded by r.mu
 	wg     sync.WaitGroup
 	once   sync.Once
 
@@ -147,8 +149,8 @@ type SendConn struct {
 	slots    int    // steps [next, next+slots) were returned by SendSlot and are free
 }
 
-func newSendConn(socks []net.Conn, stepBytes int, peer string) *SendConn {
-	c := &SendConn{r: newRing(stepBytes), socks: socks, peer: peer}
+func newSendConn(socks []net.Conn, stepBytes int, peer string, g *drainGroup) *SendConn {
+	c := &SendConn{r: newRing(stepBytes), socks: socks, peer: peer, drain: g}
 	c.queues = make([]chan entry, len(socks))
 	for i := range socks {
 		c.queues[i] = make(chan entry, protocols.NSteps)
@@ -167,9 +169,7 @@ func (c *SendConn) Acquire(nsteps int) ([]byte, error) {
 	c.next = alignStep(c.next, nsteps)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.err == nil && !r.fits(c.next, nsteps) {
-		r.cond.Wait()
-	}
+	c.waitLocked(func() bool { return r.fits(c.next, nsteps) })
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -276,10 +276,22 @@ func (c *SendConn) waitFree(step uint64) error {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.err == nil && !r.fits(step, 1) {
+	c.waitLocked(func() bool { return r.fits(step, 1) })
+	return r.err
+}
+
+// waitLocked waits, with r.mu held, until ok() or the connection fails,
+// with the rank's drainers armed while it blocks.
+func (c *SendConn) waitLocked(ok func() bool) {
+	r := c.r
+	if r.err != nil || ok() {
+		return
+	}
+	c.drain.arm(nil)
+	for r.err == nil && !ok() {
 		r.cond.Wait()
 	}
-	return r.err
+	c.drain.disarm(nil)
 }
 
 // writer writes socket i's frames in order; it exits when its queue is
@@ -326,9 +338,7 @@ func (c *SendConn) Flush() error {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.err == nil && r.hseq < c.seq {
-		r.cond.Wait()
-	}
+	c.waitLocked(func() bool { return r.hseq >= c.seq })
 	if r.hseq < c.seq {
 		return r.err
 	}
@@ -370,6 +380,17 @@ type RecvConn struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 
+	// The drainer reads only while the group says so (drainGroup); it
+	// waits for wake meanwhile, and exits when quit is closed.
+	drain     *drainGroup
+	selfArmed int // receives of this connection blocked, guarded by drain.mu
+	wake      chan struct{}
+	quit      chan struct{}
+	quitOnce  sync.Once
+	rarmed    bool          // readSock armed the group, guarded by rmu
+	draining  bool          // the drainer holds rmu to read, guarded by r.mu
+	peeks     atomic.Uint64 // times the drainer found the socket readable (tests count them)
+
 	// engine side, one goroutine at a time
 	waited bool // Wait returned a slice that is not released yet
 	slots  int  // frames [hseq, hseq+slots) were returned by RecvSlot
@@ -403,8 +424,9 @@ type RecvConn struct {
 	perr           error
 }
 
-func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration) *RecvConn {
-	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError, spin: spin}
+func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration, g *drainGroup) *RecvConn {
+	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError, spin: spin,
+		drain: g, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	if p != protocols.Simple {
 		c.stage = make([]byte, protocols.NSteps*p.Payload(stepBytes))
 	}
@@ -416,6 +438,9 @@ func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string
 		c.inline = c.setInline(socks[0])
 	}
 	if c.inline {
+		if g != nil {
+			g.add(c)
+		}
 		c.wg.Add(1)
 		go c.drainer()
 		return c
@@ -467,6 +492,10 @@ func (c *RecvConn) readRaw(fd uintptr) bool {
 	case !c.runtil.IsZero() && time.Now().Before(c.runtil):
 		c.ragain = true
 		return true // poll again, without blocking
+	}
+	if !c.rarmed { // this rank blocks: the other drainers read
+		c.rarmed = true
+		c.drain.arm(c)
 	}
 	return false // block until readable
 }
@@ -568,6 +597,14 @@ func (c *RecvConn) readPayload(hdr []byte, want uint64, sock io.Reader) error {
 func (c *RecvConn) drainer() {
 	defer c.wg.Done()
 	for {
+		if !c.drain.drains(c) {
+			select {
+			case <-c.wake:
+			case <-c.quit:
+				return
+			}
+			continue
+		}
 		err := c.dupRC.Read(c.peekFn)
 		if err == nil && c.perr != nil {
 			err = c.perr
@@ -578,9 +615,15 @@ func (c *RecvConn) drainer() {
 			}
 			return
 		}
+		c.peeks.Add(1)
+		if !c.drain.drains(c) {
+			continue // Wait reads it
+		}
 		c.rmu.Lock()
+		c.setDraining(true)
 		err = c.readFrame(false)
 		c.rmu.Unlock()
+		c.setDraining(false)
 		if err != nil {
 			if !c.r.failed() {
 				c.readFailed(err)
@@ -617,6 +660,16 @@ func (c *RecvConn) readFrame(poll bool) error {
 // nothing is there yet. Otherwise it blocks (the runtime's poller) until
 // b is full, the socket fails or its read deadline passes (Fail).
 func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
+	n, err := c.readSockArmed(b, spin, probe)
+	if c.rarmed {
+		c.rarmed = false
+		c.drain.disarm(c)
+	}
+	return n, err
+}
+
+// readSockArmed is readSock but for disarming the drainers it armed.
+func (c *RecvConn) readSockArmed(b []byte, spin, probe bool) (int, error) {
 	c.runtil = time.Time{}
 	if spin && c.spin > 0 {
 		c.runtil = time.Now().Add(c.spin)
@@ -674,6 +727,12 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	armed := false // this rank blocks: the drainers read
+	defer func() {
+		if armed {
+			c.drain.disarm(nil)
+		}
+	}()
 	for {
 		e := &r.ent[r.hseq%protocols.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
@@ -693,6 +752,10 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 		}
 		if r.err != nil {
 			return nil, r.err
+		}
+		if !armed {
+			armed = true
+			c.drain.arm(nil)
 		}
 		r.cond.Wait()
 	}
@@ -728,13 +791,27 @@ func (c *RecvConn) waitInline() error {
 			}
 			continue
 		}
-		// The drainer is reading the frame: it publishes it under r.mu.
+		// The drainer is reading: it publishes the frame under r.mu, or
+		// finds none (Wait read it) and lets go; then try again. While
+		// the drainer only holds the lock to begin or end reading, this
+		// loops.
 		r.mu.Lock()
-		for r.err == nil && !(r.ent[r.hseq%protocols.NSteps].valid && r.ent[r.hseq%protocols.NSteps].seq == r.hseq) {
+		for r.err == nil && c.draining && !(r.ent[r.hseq%protocols.NSteps].valid && r.ent[r.hseq%protocols.NSteps].seq == r.hseq) {
 			r.cond.Wait()
 		}
 		r.mu.Unlock()
 	}
+}
+
+// setDraining records whether the drainer holds rmu to read, and wakes a
+// Wait that waits for it to let go.
+func (c *RecvConn) setDraining(on bool) {
+	c.r.mu.Lock()
+	c.draining = on
+	if !on {
+		c.r.cond.Broadcast()
+	}
+	c.r.mu.Unlock()
 }
 
 // Release implements engine.RecvConn.
@@ -847,6 +924,15 @@ func (c *RecvConn) ReleaseSlot() error {
 	return nil
 }
 
+// wakeDrainer wakes the drainer if it waits to be armed; with drain.mu
+// held.
+func (c *RecvConn) wakeDrainer() {
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
 // slotProtoErr is the slot API's error on LL and LL128 connections.
 func slotProtoErr(p protocols.Proto) error {
 	return fmt.Errorf("slot API needs the Simple protocol, not %s", p)
@@ -856,6 +942,7 @@ func slotProtoErr(p protocols.Proto) error {
 // the socket returns at once.
 func (c *RecvConn) Fail(err error) {
 	c.r.fail(err)
+	c.quitOnce.Do(func() { close(c.quit) })
 	if c.inline {
 		c.socks[0].SetReadDeadline(time.Now())
 		c.dup.SetReadDeadline(time.Now())
@@ -875,6 +962,7 @@ func (c *RecvConn) Close() error {
 	c.once.Do(func() {
 		c.SetClosing()
 		c.r.fail(engine.ErrClosed)
+		c.quitOnce.Do(func() { close(c.quit) })
 		for _, s := range c.socks {
 			s.Close()
 		}

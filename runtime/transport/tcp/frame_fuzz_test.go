@@ -25,7 +25,7 @@ func sentStream(tb testing.TB, sizes, nsteps []int) []byte {
 		all, _ := io.ReadAll(b)
 		got <- all
 	}()
-	s := newSendConn([]net.Conn{a}, fuzzStepBytes, "fuzz seed")
+	s := newSendConn([]net.Conn{a}, fuzzStepBytes, "fuzz seed", nil)
 	for i, n := range sizes {
 		buf, err := s.Acquire(nsteps[i])
 		if err != nil {
@@ -135,7 +135,7 @@ func TestBadHeaderFailsReceive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := net.Pipe()
 			reported := make(chan error, 2)
-			r := newRecvConn(protocols.Simple, []net.Conn{b}, fuzzStepBytes, "peer", func(err error) { reported <- err }, 0)
+			r := newRecvConn(protocols.Simple, []net.Conn{b}, fuzzStepBytes, "peer", func(err error) { reported <- err }, 0, nil)
 			defer r.Close()
 			var stream []byte
 			var h [headerSize]byte

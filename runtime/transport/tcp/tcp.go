@@ -71,6 +71,7 @@ type Transport struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	drain  *drainGroup // the drainers of the inline receivers
 
 	mu      sync.Mutex
 	pending map[key][]net.Conn // accepted sockets by (from, channel), indexed by socket index
@@ -93,7 +94,7 @@ func Listen(o Options) (*Transport, error) {
 		return nil, fmt.Errorf("rank %d: listen on %s: %w", o.Rank, o.ListenAddr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Transport{o: o, ln: ln, ctx: ctx, cancel: cancel,
+	t := &Transport{o: o, ln: ln, ctx: ctx, cancel: cancel, drain: &drainGroup{},
 		pending: map[key][]net.Conn{}, arrived: map[key]chan struct{}{}, hs: map[net.Conn]struct{}{}}
 	t.wg.Add(1)
 	go t.accept()
@@ -107,6 +108,13 @@ func (t *Transport) SetSpin(d time.Duration) {
 	t.mu.Lock()
 	t.o.Spin = d
 	t.mu.Unlock()
+}
+
+// Spin returns Options.Spin as SetSpin left it.
+func (t *Transport) Spin() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.o.Spin
 }
 
 // Addr is the address peers dial.
@@ -252,9 +260,9 @@ func (t *Transport) Connect(ctx context.Context, peer int, addr string, channel 
 	name := fmt.Sprintf("rank %d (%s)", peer, addr)
 	var c Sender
 	if p == protocols.Simple {
-		c = newSendConn(socks, stepBytes, name)
+		c = newSendConn(socks, stepBytes, name, t.drain)
 	} else {
-		c = newEagerSendConn(p, socks, stepBytes, name)
+		c = newEagerSendConn(p, socks, stepBytes, name, t.drain)
 	}
 	if !t.track(c) {
 		return nil, errors.New("transport closed")
@@ -288,7 +296,7 @@ func (t *Transport) Accept(ctx context.Context, peer int, channel int, p protoco
 	t.mu.Lock()
 	spin := t.o.Spin
 	t.mu.Unlock()
-	c := newRecvConn(p, socks, stepBytes, fmt.Sprintf("rank %d (%s)", peer, addr), t.o.OnError, spin)
+	c := newRecvConn(p, socks, stepBytes, fmt.Sprintf("rank %d (%s)", peer, addr), t.o.OnError, spin, t.drain)
 	if !t.track(c) {
 		return nil, errors.New("transport closed")
 	}

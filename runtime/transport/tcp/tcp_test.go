@@ -255,32 +255,28 @@ func TestProtocolsRoundTrip(t *testing.T) {
 }
 
 // TestInlineReceive: with one socket, LL and LL128 receives read frames on the
-// caller's goroutine, and the drainer reads them while the caller is away.
-// The receiver pauses at random so that both happen, in every protocol,
-// polling and not; every slice must arrive intact and in order.
+// caller's goroutine. The receiver and the sender pause at random, so that
+// frames wait in the socket and receives wait for frames, in every
+// protocol, polling and not; every slice must arrive intact and in order.
 func TestInlineReceive(t *testing.T) {
-	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
-		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
-			t.Run(fmt.Sprintf("%s/spin=%v", p, spin), func(t *testing.T) {
-				a, b, _ := pair(t, 1, nil)
-				b.SetSpin(spin)
-				const stepBytes, n = 1024, 3000
-				s, r := connectProto(t, a, b, p, stepBytes)
-				if !r.(*RecvConn).inline {
-					t.Fatal("a one-socket LL/LL128 connection does not read inline")
-				}
-				streamSlices(t, s, r, n, p.Payload(stepBytes), func(i int) {
-					if i%97 == 0 {
-						time.Sleep(50 * time.Microsecond) // the receiver polls, then blocks
-					}
-				}, func(i int) {
-					if i%89 == 0 {
-						time.Sleep(200 * time.Microsecond) // the drainer reads ahead
-					}
-				})
-			})
+	eachInline(t, []time.Duration{0, 20 * time.Microsecond}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
+		a, b, _ := pair(t, 1, nil)
+		b.SetSpin(spin)
+		const stepBytes, n = 1024, 3000
+		s, r := connectProto(t, a, b, p, stepBytes)
+		if !r.(*RecvConn).inline {
+			t.Fatal("a one-socket LL/LL128 connection does not read inline")
 		}
-	}
+		streamSlices(t, s, r, n, p.Payload(stepBytes), func(i int) {
+			if i%97 == 0 {
+				time.Sleep(50 * time.Microsecond) // the receiver polls, then blocks
+			}
+		}, func(i int) {
+			if i%89 == 0 {
+				time.Sleep(200 * time.Microsecond) // frames wait in the socket
+			}
+		})
+	})
 }
 
 // streamSlices sends n one-step slices of payload(i, max) from s on its own
@@ -341,13 +337,7 @@ func TestBothWriteFirst(t *testing.T) {
 			sb, ra := connectProto(t, b, a, p, stepBytes)
 			const n = protocols.NSteps // the FIFO's worth: 16 MiB each way
 			max := p.Payload(stepBytes)
-			full := func(i int) []byte { // a whole slot's payload
-				b := make([]byte, max)
-				for j := range b {
-					b[j] = byte(i + j*13)
-				}
-				return b
-			}
+			full := func(i int) []byte { return fill(i, max) } // a whole slot's payload
 			run := func(s Sender, r Receiver) error {
 				for i := 0; i < n; i++ {
 					buf, err := s.Acquire(1)
@@ -374,16 +364,7 @@ func TestBothWriteFirst(t *testing.T) {
 			errc := make(chan error, 2)
 			go func() { errc <- run(sa, ra) }()
 			go func() { errc <- run(sb, rb) }()
-			for range 2 {
-				select {
-				case err := <-errc:
-					if err != nil {
-						t.Fatal(err)
-					}
-				case <-time.After(30 * time.Second):
-					t.Fatal("both ranks still writing after 30 s (hang guard): nothing drained the sockets")
-				}
-			}
+			awaitAll(t, errc, 2, "both ranks still writing: nothing drained the sockets")
 		})
 	}
 }
