@@ -48,7 +48,7 @@ func TestLogStepAllGather(t *testing.T) {
 // (one step against the ring's two at the same per-call cost), and on one
 // host over TCP (NCCL_SHM_DISABLE=1; which one runs there is the link
 // class's business), but not on one host over shared memory, where they
-// run only when NCCL_ALGO names them.
+// run only when NCCL_ALGO names them (and OneShot takes small calls).
 func TestLogStepDefault(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -59,7 +59,7 @@ func TestLogStepDefault(t *testing.T) {
 	}{
 		{"two hosts", "alone", nil, true, algos.RecDbl},
 		{"one host over tcp", "onehost", map[string]string{"NCCL_SHM_DISABLE": "1"}, true, -1},
-		{"one host over shm", "onehost", nil, false, algos.Ring},
+		{"one host over shm", "onehost", nil, false, algos.OneShot}, // the one-host row for small calls
 		{"one host named", "onehost", map[string]string{"NCCL_ALGO": "ring,recdbl,rabenseifner"}, true, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
