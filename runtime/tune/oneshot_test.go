@@ -11,7 +11,8 @@ import (
 
 // TestOneShotModel: OneShot takes one step inside a host and none where it
 // cannot run, pays its own per-call cost (algo_gamma) instead of the
-// class's gamma, and its all-reduce moves n/2 times the ring's bytes.
+// class's gamma, and its all-reduce moves n/2 times the ring's bytes, its
+// reduce-scatter (2n-1)/n times the all-gather's.
 func TestOneShotModel(t *testing.T) {
 	if got := StepsOf(algos.AllReduce, algos.OneShot, algos.BlockTopo(1, 4)); got != (Steps{Intra: 1}) {
 		t.Errorf("steps on one host of 4: %+v, want one intra step", got)
@@ -22,9 +23,11 @@ func TestOneShotModel(t *testing.T) {
 	c := fixedConsts(t)
 	k := &c.Class[SHM]
 	k.Eff[algos.OneShot], k.AlgoGamma[algos.OneShot] = 1, 0.125
+	k.Eff[algos.Ring] = 1 // the yardstick: the ring's bytes at the same efficiency
 	var mask Mask
 	for coll := range algos.Coll(algos.NumColls) {
 		mask[coll][algos.OneShot][protocols.Simple] = true
+		mask[coll][algos.Ring][protocols.Simple] = true
 	}
 	const p = protocols.Simple
 	for _, n := range []int{2, 4, 8} {
@@ -35,10 +38,13 @@ func TestOneShotModel(t *testing.T) {
 		const bytes = 1 << 20
 		for _, coll := range []algos.Coll{algos.AllReduce, algos.AllGather, algos.ReduceScatter} {
 			got := m.Time(coll, algos.OneShot, p, bytes, 1) - m.Lat(coll, algos.OneShot, p)
-			ring := float64(bytes) / (1000 * m.BW(coll, algos.OneShot, p, 1))
+			ring := float64(bytes) / (1000 * m.BW(coll, algos.Ring, p, 1))
 			want := ring
-			if coll == algos.AllReduce && n > 2 {
-				want = ring * float64(n) / 2
+			switch {
+			case coll == algos.AllReduce && n > 2:
+				want = ring * float64(n) / 2 // reads n-1 slots
+			case coll == algos.ReduceScatter:
+				want = ring * float64(2*n-1) / float64(n) // copies in its whole input
 			}
 			if math.Abs(got-want) > 1e-9 {
 				t.Errorf("n=%d %s: bytes term %v us, want %v", n, coll, got, want)
