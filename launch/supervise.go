@@ -249,6 +249,9 @@ func (s *supervisor) handle(ev event) {
 		s.settle(ev.rank)
 		s.j.pmiExited(ev.rank)
 		s.j.o.Logf("rank %d on %s (pid %d): %s", ev.rank, st.Slot.Host, st.Pid, ev.exit)
+		if ev.exit.Failed() && s.rep.Cause == nil {
+			s.drainRoot()
+		}
 		c := s.rep.Cause
 		switch {
 		case ev.exit.Err != nil:
@@ -259,6 +262,26 @@ func (s *supervisor) handle(ev event) {
 			c.Kind = CauseExit
 		default:
 			s.fail(&Cause{Kind: CauseExit, Rank: ev.rank, Host: st.Slot.Host})
+		}
+	}
+}
+
+// drainRoot handles the bootstrap root's events already queued. A rank that
+// fails because the root told it another rank aborted exits only after the
+// root queued that abort (the root emits before it broadcasts), so handling
+// the queue first makes the abort, not the exit it caused, the job's cause
+// however the select below picks between two ready channels.
+func (s *supervisor) drainRoot() {
+	for s.root != nil {
+		select {
+		case ev, ok := <-s.root:
+			if !ok {
+				s.root = nil
+				return
+			}
+			s.handleRoot(ev)
+		default:
+			return
 		}
 	}
 }
