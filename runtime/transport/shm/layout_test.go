@@ -4,10 +4,13 @@ package shm
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/seed-760dd1f1/cc/protocols"
 )
@@ -178,6 +181,9 @@ func TestParseProcStat(t *testing.T) {
 		{"1234 (x) S 1 2 3", 0, 0, "4 fields after the command name, want at least 20"},
 		{"1234 (x) SS" + strings.Replace(rest, "%s", "6", 1), 0, 0, `state "SS"`},
 		{"1234 (x) S" + strings.Replace(rest, "%s", "-6", 1), 0, 0, `start time "-6"`},
+		{"1234 (x) S" + strings.Replace(rest, "%s", "18446744073709551616", 1), 0, 0, `start time "18446744073709551616"`},
+		{"1234 (x) S" + strings.Replace(rest, "%s", "18446744073709551615", 1), 'S', 18446744073709551615, ""},
+		{"1234 (x)\tS\n" + strings.Replace(rest, " ", "\t", -1), 0, 0, `start time "%s"`},
 	} {
 		got, err := parseProcStat([]byte(tc.in))
 		if tc.err != "" {
@@ -193,6 +199,26 @@ func TestParseProcStat(t *testing.T) {
 	if st, err := readProcStat(os.Getpid()); err != nil || st.state != 'R' && st.state != 'S' {
 		t.Errorf("readProcStat(self) = %+v, %v; want a running process", st, err)
 	}
+	if _, err := readProcStat(1 << 30); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("readProcStat(no such pid) = %v, want a not-exist error", err)
+	}
+}
+
+// TestLivenessAllocatesNothing: a waiter whose peer is slow checks the
+// peer's liveness in the middle of a call (every futexTimeout), and a
+// repeated call must allocate nothing, however slow the machine.
+func TestLivenessAllocatesNothing(t *testing.T) {
+	self, err := readSelf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if ownerLiveness(self.pid, self.start, self.pidNS, self.pidNS) != alive {
+			t.Fatal("this process is not alive")
+		}
+	}); allocs != 0 {
+		t.Errorf("ownerLiveness allocates %v times per call, want 0", allocs)
+	}
 }
 
 func FuzzParseProcStat(f *testing.F) {
@@ -204,7 +230,7 @@ func FuzzParseProcStat(f *testing.F) {
 			return
 		}
 		// What it returns are fields 3 and 22 counted after the last ')'.
-		f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+		f := bytes.FieldsFunc(b[bytes.LastIndexByte(b, ')')+1:], func(r rune) bool { return r < 0x80 && unicode.IsSpace(r) })
 		if len(f) < 20 {
 			t.Fatalf("parseProcStat(%q) = %+v with %d fields", b, st, len(f))
 		}

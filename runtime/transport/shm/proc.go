@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"strconv"
 	"syscall"
+	"unsafe"
 )
 
 // procStat is what the liveness checks need from /proc/<pid>/stat.
@@ -23,38 +25,118 @@ type procStat struct {
 //	1234 (name with (parens) and spaces) S 1 1234 ... starttime ...
 //
 // The command name may contain anything, so fields are counted from the
-// last ')'.
+// last ')'. Fields are separated by ASCII white space. It allocates only
+// to report an error: a waiter whose peer is slow checks the peer's
+// liveness in the middle of a call, and a call allocates nothing.
 func parseProcStat(b []byte) (procStat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return procStat{}, fmt.Errorf("no ')' closing the command name")
 	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state), so field 22 (starttime) is f[19].
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("%d fields after the command name, want at least 20", len(f))
+	// Field 3 (state) is the first after the name, field 22 (starttime)
+	// the twentieth.
+	var state, start []byte
+	nf := 0
+	for rest := b[i+1:]; ; nf++ {
+		j := 0
+		for j < len(rest) && asciiSpace(rest[j]) {
+			j++
+		}
+		rest = rest[j:]
+		if len(rest) == 0 {
+			break
+		}
+		j = 0
+		for j < len(rest) && !asciiSpace(rest[j]) {
+			j++
+		}
+		switch nf {
+		case 0:
+			state = rest[:j]
+		case 19:
+			start = rest[:j]
+		}
+		rest = rest[j:]
 	}
-	if len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("state %q: want one letter", f[0])
+	if nf < 20 {
+		return procStat{}, fmt.Errorf("%d fields after the command name, want at least 20", nf)
 	}
-	start, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("start time %q: %w", f[19], err)
+	if len(state) != 1 {
+		return procStat{}, fmt.Errorf("state %q: want one letter", string(state))
 	}
-	return procStat{state: f[0][0], start: start}, nil
+	v, ok := parseDecimal(start)
+	if !ok {
+		return procStat{}, fmt.Errorf("start time %q: want a decimal number below 2^64", string(start))
+	}
+	return procStat{state: state[0], start: v}, nil
 }
 
-func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
+// asciiSpace reports whether c separates fields of /proc/<pid>/stat.
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
+
+// parseDecimal parses an unsigned decimal number without allocating.
+func parseDecimal(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
 	}
-	st, err := parseProcStat(b)
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+// readProcStat reads and parses /proc/<pid>/stat. It allocates nothing
+// unless it fails: the path and the contents live on the stack, and the
+// file is opened with openat(2) directly (syscall.Open copies its path to
+// the heap).
+func readProcStat(pid int) (procStat, error) {
+	var path [40]byte
+	p := append(path[:0], "/proc/"...)
+	p = strconv.AppendInt(p, int64(pid), 10)
+	p = append(p, "/stat\x00"...)
+	fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&p[0])),
+		uintptr(syscall.O_RDONLY|syscall.O_CLOEXEC), 0, 0, 0)
+	if errno != 0 {
+		return procStat{}, &fs.PathError{Op: "open", Path: string(p[:len(p)-1]), Err: errno}
+	}
+	defer syscall.Close(int(fd))
+	var buf [1024]byte // the fields up to 22 fit: the name is at most 64 bytes
+	n := 0
+	for n < len(buf) {
+		// read(2) directly: syscall.Read's race-detector hooks move buf
+		// to the heap.
+		m, _, errno := syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[n])), uintptr(len(buf)-n))
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return procStat{}, &fs.PathError{Op: "read", Path: string(p[:len(p)-1]), Err: errno}
+		}
+		if m == 0 {
+			break
+		}
+		n += int(m)
+	}
+	st, err := parseProcStat(buf[:n])
 	if err != nil {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return st, nil
 }
+
+// atFDCWD is AT_FDCWD: openat(2) resolves a relative path from the
+// working directory (ours is absolute). It is -100, as a uintptr.
+const atFDCWD = ^uintptr(99)
 
 // self describes this process for its owner entry.
 type self struct {
