@@ -311,10 +311,16 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 		t.Errorf("no row after the strangers (%d before, %d in all): the attack did not run during the sweep", rowsBefore, rows)
 	}
 	// At most one line per stranger, naming it by its address.
-	logged := j.out.String() + j.err.String()
+	logged := strings.Split(j.out.String()+j.err.String(), "\n")
 	for _, c := range calls {
-		if n := strings.Count(logged, c.local); n > 1 {
-			t.Errorf("stranger %q from %s on pid %d's %v: %d lines, want at most one", c.name, c.local, c.to.pid, c.to.addr, n)
+		var named []string
+		for _, l := range logged {
+			if strings.Contains(l, c.local) {
+				named = append(named, l)
+			}
+		}
+		if len(named) > 1 {
+			t.Errorf("stranger %q from %s on pid %d's %v: %d lines, want at most one:\n%s", c.name, c.local, c.to.pid, c.to.addr, len(named), strings.Join(named, "\n"))
 		}
 	}
 	if extra := strangerLines(j.err.String()[errBefore:], calls); len(extra) > 0 {
