@@ -298,8 +298,9 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 			t.Fatalf("continue pid %d: %v", phase.stop, err)
 		}
 	}
-	t.Logf("%d strangers on %d sockets of %d processes", len(calls), len(all), len(procs))
+	attacked := time.Now()
 	code := j.wait(t, 5*time.Minute)
+	t.Logf("%d strangers on %d sockets of %d processes; the job ended %v after the last", len(calls), len(all), len(procs), time.Since(attacked).Round(time.Millisecond))
 	for _, c := range calls {
 		c.conn.Close()
 	}
