@@ -16,12 +16,15 @@
 # Sampled every second while a job runs, for every process of the job (ccrun, agents,
 # ranks: /proc/PID/status VmRSS and Threads, /proc/PID/fd), and the TCP sockets they listen
 # on (ss). A job's "start" sample is the first one taken after its first sweep (every
-# buffer and connection exists by then), its "end" the last one.
+# buffer and connection exists by then), its "end" the last one. Each rank process's
+# goroutines come from cc-perf --runtime_stats 1 (a line after every sweep): its start is
+# the line after the first sweep, its end the line after the last.
 #
 # Bounds, per process and job, from start to end: RSS grows by at most --rss-growth MiB
 # (default 32), open fds by at most --fd-growth (default 0), threads by at most 8 (Go
-# adds threads for blocking system calls). After every job: no process of it is left, no
-# socket of it listens, and /dev/shm of every host it ran on holds no entry it created.
+# adds threads for blocking system calls), goroutines by at most 4. After every job: no
+# process of it is left, no socket of it listens, and /dev/shm of every host it ran on
+# holds no entry it created.
 #
 # Writes DIR/jobs.txt (one line per job), DIR/samples.txt and each job's output to DIR
 # (default a new /tmp/cc-soak.XXXXXX). Ends with one summary line. Exit status: 0; 1 a
@@ -75,7 +78,7 @@ SIZES=("-b 8 -e 64K -f 8 -n 200" "-b 1K -e 4M -f 4 -n 10" "-b 4 -e 1M -f 16 -n 4
 # Env: SOAK_BIN (binaries), SOAK_DIR (output), SOAK_ID (job number). Appends one line to
 # $SOAK_DIR/jobs.txt:
 #   id where coll algo proto exit rows wrong procs listeners rss0 rss1 fd0 fd1 thr0 thr1
-#   maxrss maxfd maxthr shmleft procsleft lnleft
+#   maxrss maxfd maxthr shmleft procsleft lnleft gor0 gor1 maxgor
 # (rss in KiB: the largest process; growth: the largest of any process).
 if [ "${1-}" = _job ]; then
 	shift
@@ -103,7 +106,7 @@ if [ "${1-}" = _job ]; then
 	}
 	declare -A before
 	for h in "" "${hosts[@]}"; do before[x$h]=$(shm "$h" | sort); done
-	"$SOAK_BIN/ccrun" "${args[@]}" "$SOAK_BIN/cc-perf" "$coll" "$@" -c 1 -w 2 -N "$cycles" >"$out" 2>&1 &
+	"$SOAK_BIN/ccrun" "${args[@]}" "$SOAK_BIN/cc-perf" "$coll" "$@" -c 1 -w 2 -N "$cycles" --runtime_stats 1 >"$out" 2>&1 &
 	ccrun=$!
 	started=0 allpids=()
 	declare -A rss0=() fd0=() thr0=() rss1=() fd1=() thr1=()
@@ -184,7 +187,14 @@ if [ "${1-}" = _job ]; then
 		g=$((fd1[$p] - fd0[$p])); [ "$g" -le "${max[7]}" ] || max[7]=$g
 		g=$((thr1[$p] - thr0[$p])); [ "$g" -le "${max[8]}" ] || max[8]=$g
 	done
-	echo "$SOAK_ID $where $coll $algo $proto $code $rows $wrong ${#rss0[@]} $nlisten ${max[*]} $shmleft $left $lnleft" >>"$SOAK_DIR/jobs.txt"
+	# Goroutines: per pid, the first and the last --runtime_stats line (the most of any
+	# pid at each, and the largest growth).
+	gor=$(awk '$2 == "cc-perf" && $3 == "runtime:" && $8 == "goroutines" {
+			if (!($5 in first)) first[$5] = $9; last[$5] = $9 }
+		END { for (p in first) { if (first[p] > g0) g0 = first[p]; if (last[p] > g1) g1 = last[p]
+			if (last[p] - first[p] > gg) gg = last[p] - first[p] }
+			print g0 + 0, g1 + 0, gg + 0 }' <(sed 's/^\[[^]]*\]<[a-z]*>: //' "$out"))
+	echo "$SOAK_ID $where $coll $algo $proto $code $rows $wrong ${#rss0[@]} $nlisten ${max[*]} $shmleft $left $lnleft $gor" >>"$SOAK_DIR/jobs.txt"
 	exit 0
 fi
 
@@ -244,12 +254,12 @@ while [ "$(date +%s)" -lt "$end" ]; do
 	echo "soak.sh: job $i ($place): NCCL_ALGO=$algo NCCL_PROTO=$proto cc-perf $coll ${sizes[*]} -N $cycles" >&2
 	if [ "$place" = testbed ]; then
 		SOAK_ID=$i flock "$LOCK" "$repo/scripts/testbed.sh" run "$self" _job testbed "$np" "$cycles" "$coll" "$algo" "$proto" "${sizes[@]}" ||
-			echo "$i testbed $coll $algo $proto 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0" >>"$dir/jobs.txt"
+			echo "$i testbed $coll $algo $proto 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0" >>"$dir/jobs.txt"
 	else
 		SOAK_ID=$i "$self" _job local "$np" "$cycles" "$coll" "$algo" "$proto" "${sizes[@]}" ||
-			echo "$i local $coll $algo $proto 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0" >>"$dir/jobs.txt"
+			echo "$i local $coll $algo $proto 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0" >>"$dir/jobs.txt"
 	fi
-	tail -n1 "$dir/jobs.txt" | awk '{printf "soak.sh: job %s: exit %s, %s rows, #wrong %s, %s processes, %s listeners, largest RSS %s -> %s KiB, fds %s -> %s\n", $1, $6, $7, $8, $9, $10, $11, $12, $13, $14}' >&2
+	tail -n1 "$dir/jobs.txt" | awk '{printf "soak.sh: job %s: exit %s, %s rows, #wrong %s, %s processes, %s listeners, largest RSS %s -> %s KiB, fds %s -> %s, goroutines %s -> %s\n", $1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $23, $24}' >&2
 done
 
 # The summary: one line, and the verdict.
@@ -258,8 +268,11 @@ awk -v secs=$(($(date +%s) - start)) -v rg=$((rssGrowth * 1024)) -v fg="$fdGrowt
 	  rows += $7; wrong += $8
 	  if ($6 != 0) { failed++; bad = bad " job " $1 " exit " $6 ";" }
 	  else if ($9 == 0) bad = bad " job " $1 " ended before its second sweep: no sample (raise --cycles);"
-	  if (jobs == 1) { rss0 = $11; fd0 = $13 }
-	  rss1 = $12; fd1 = $14
+	  if (jobs == 1) { rss0 = $11; fd0 = $13; gor0 = $23 }
+	  rss1 = $12; fd1 = $14; gor1 = $24
+	  if ($25 > ggor) ggor = $25
+	  if ($25 > 4) bad = bad " job " $1 " goroutines +" $25 ";"
+	  if ($6 == 0 && $23 == 0) bad = bad " job " $1 " printed no --runtime_stats line;"
 	  if ($17 > grss) grss = $17; if ($18 > gfd) gfd = $18; if ($19 > gthr) gthr = $19
 	  if ($17 > rg) bad = bad " job " $1 " RSS +" $17 " KiB;"
 	  if ($18 > fg) bad = bad " job " $1 " fds +" $18 ";"
@@ -269,7 +282,7 @@ awk -v secs=$(($(date +%s) - start)) -v rg=$((rssGrowth * 1024)) -v fg="$fdGrowt
 	END {
 	  verdict = (jobs > 0 && wrong == 0 && bad == "") ? "PASS" : "FAIL"
 	  if (jobs == 0) bad = " no job ran"
-	  printf "soak: %dm%02ds, %d jobs (%d local, %d testbed), %d rows, #wrong %d, %d failed; largest RSS %.1f MiB at start, %.1f MiB at end (max growth %d KiB, bound %d KiB); fds %d at start, %d at end (max growth %d, bound %d); max thread growth %d (bound 8); left behind: %d /dev/shm entries, %d processes, %d listeners: %s%s\n",
-	    secs / 60, secs % 60, jobs, loc, tb, rows, wrong, failed, rss0 / 1024, rss1 / 1024, grss, rg, fd0, fd1, gfd, fg, gthr, shm, procs, lns, verdict, bad
+	  printf "soak: %dm%02ds, %d jobs (%d local, %d testbed), %d rows, #wrong %d, %d failed; largest RSS %.1f MiB at start, %.1f MiB at end (max growth %d KiB, bound %d KiB); fds %d at start, %d at end (max growth %d, bound %d); max thread growth %d (bound 8); goroutines %d at start, %d at end (max growth %d, bound 4); left behind: %d /dev/shm entries, %d processes, %d listeners: %s%s\n",
+	    secs / 60, secs % 60, jobs, loc, tb, rows, wrong, failed, rss0 / 1024, rss1 / 1024, grss, rg, fd0, fd1, gfd, fg, gthr, gor0, gor1, ggor, shm, procs, lns, verdict, bad
 	  exit verdict == "PASS" ? 0 : 1
 	}' "$dir/jobs.txt"
