@@ -15,6 +15,16 @@ import (
 // pidRe reads a rank's pid from cc-perf's device lines.
 var pidRe = regexp.MustCompile(`(?m)^(?:\S+:\s*)?#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+(\d+)`)
 
+// rankPids maps each rank to its pid, as cc-perf's device lines in out show them.
+func rankPids(out string) map[int]int {
+	pids := map[int]int{}
+	for _, m := range pidRe.FindAllStringSubmatch(out, -1) {
+		r, _ := strconv.Atoi(m[1])
+		pids[r], _ = strconv.Atoi(m[2])
+	}
+	return pids
+}
+
 // poolsOf lists the pool files (comm.MemAlloc's, /dev/shm/cc-mem-PID-...)
 // of pids that ls, which lists a /dev/shm, shows.
 func poolsOf(t *testing.T, ls func() (string, error), pids []int) []string {
@@ -46,11 +56,7 @@ func killRankWithPools(t *testing.T, ls func() (string, error), args ...string) 
 	// The column header follows the device lines; the buffers exist
 	// before the first measured call.
 	j.waitOutput(t, regexp.MustCompile(`\(B\)\s+\(elements\)`), 2*time.Minute)
-	pids := map[int]int{}
-	for _, m := range pidRe.FindAllStringSubmatch(j.out.String(), -1) {
-		r, _ := strconv.Atoi(m[1])
-		pids[r], _ = strconv.Atoi(m[2])
-	}
+	pids := rankPids(j.out.String())
 	if len(pids) != 2 {
 		t.Fatalf("want the pids of ranks 0 and 1 in the device lines; stdout:\n%s", j.out)
 	}
@@ -121,11 +127,7 @@ func TestE2EKilledRanksLeaveShmAsBefore(t *testing.T) {
 	j := startCCRun(t, "--ssh-config", tb.sshConfig, "-H", tb.addr(1)+":2,"+tb.addr(2)+":2", "-np", "4",
 		"-x", "NCCL_ALGO=nvlstree", perf, "all_reduce", "-R", "1", "-b", "1M", "-e", "1M", "-w", "1", "-n", "1000000")
 	j.waitOutput(t, regexp.MustCompile(`\(B\)\s+\(elements\)`), 2*time.Minute)
-	pids := map[int]int{}
-	for _, m := range pidRe.FindAllStringSubmatch(j.out.String(), -1) {
-		r, _ := strconv.Atoi(m[1])
-		pids[r], _ = strconv.Atoi(m[2])
-	}
+	pids := rankPids(j.out.String())
 	if len(pids) != 4 {
 		t.Fatalf("want the pids of ranks 0..3 in the device lines; stdout:\n%s", j.out)
 	}

@@ -23,7 +23,6 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +32,6 @@ import (
 
 	"github.com/seed-760dd1f1/cc/launch/proctest"
 	"github.com/seed-760dd1f1/cc/runtime/wire"
-	"golang.org/x/sys/unix"
 )
 
 // strangerRSS bounds how much any process of the job may grow while strangers call: far
@@ -60,31 +58,13 @@ func (l listener) dialAddr() string {
 }
 
 // dial connects to l from inside the network namespace of l's process, so a listener on a
-// testbed host's loopback is reachable too. The thread that entered the namespace is never
-// unlocked: it ends with its goroutine.
-func (l listener) dial() (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", l.pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: fmt.Errorf("setns to pid %d's network: %w", l.pid, err)}
-			return
-		}
-		c, err := net.DialTimeout("tcp", l.dialAddr(), time.Minute)
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
+// testbed host's loopback is reachable too.
+func (l listener) dial() (c net.Conn, err error) {
+	err = inNetnsAt(fmt.Sprintf("/proc/%d/ns/net", l.pid), func() (err error) {
+		c, err = net.DialTimeout("tcp", l.dialAddr(), time.Minute)
+		return err
+	})
+	return c, err
 }
 
 // jobListeners lists the TCP sockets the processes pids listen on.
@@ -256,11 +236,7 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 	j := startCCRun(t, args...)
 	// The first data row: every rank is in the sweep.
 	j.waitOutput(t, wrongRe, 3*time.Minute)
-	pids := map[int]int{}
-	for _, m := range pidRe.FindAllStringSubmatch(j.out.String(), -1) {
-		r, _ := strconv.Atoi(m[1])
-		pids[r], _ = strconv.Atoi(m[2])
-	}
+	pids := rankPids(j.out.String())
 	if len(pids) < 2 {
 		t.Fatalf("want the pids of two ranks or more in the device lines; stdout:\n%s", j.out)
 	}
@@ -344,8 +320,9 @@ func strangerLines(stderr string, calls []call) []string {
 }
 
 // strangerSweep is the cc-perf sweep of the stranger tests: 8 B .. 512 KiB by 4, 9 rows,
-// data checked.
-var strangerSweep = []string{"all_reduce", "-b", "8", "-e", "1M", "-f", "4", "-c", "1", "-w", "1", "-n", "5"}
+// data checked, three times (27 rows): after the first row, the ranks the test stops have
+// two sweeps and more to go.
+var strangerSweep = []string{"all_reduce", "-b", "8", "-e", "1M", "-f", "4", "-c", "1", "-w", "1", "-n", "5", "-N", "3"}
 
 // TestStrangersLocal: 4 ranks on this machine (shared memory and loopback TCP): ccrun's
 // root and the 4 ranks' data listeners.
@@ -354,7 +331,7 @@ func TestStrangersLocal(t *testing.T) {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
 	_, perf := binaries(t)
-	strangersDuringJob(t, 9, 5, append(append(npFlags(4), perf), strangerSweep...)...)
+	strangersDuringJob(t, 27, 5, append(append(npFlags(4), perf), strangerSweep...)...)
 }
 
 // TestE2EStrangersAgents: 4 ranks on tb1 and tb2 through their agents: ccrun's root, the
@@ -362,7 +339,7 @@ func TestStrangersLocal(t *testing.T) {
 func TestE2EStrangersAgents(t *testing.T) {
 	tb := needTestbed(t)
 	_, perf := binaries(t)
-	strangersDuringJob(t, 9, 5, append([]string{"--ssh-config", tb.sshConfig, "-H", tb.addr(1) + ":2," + tb.addr(2) + ":2", "-np", "4", perf}, strangerSweep...)...)
+	strangersDuringJob(t, 27, 5, append([]string{"--ssh-config", tb.sshConfig, "-H", tb.addr(1) + ":2," + tb.addr(2) + ":2", "-np", "4", perf}, strangerSweep...)...)
 }
 
 // TestE2EStrangersCollNet: a CollNet job (8 ranks on tb1..tb4, the aggregation server on
@@ -371,5 +348,5 @@ func TestE2EStrangersAgents(t *testing.T) {
 func TestE2EStrangersCollNet(t *testing.T) {
 	tb := needTestbed(t)
 	_, perf := binaries(t)
-	strangersDuringJob(t, 9, 10, tb.collnetArgs(perf, strangerSweep...)...)
+	strangersDuringJob(t, 27, 10, tb.collnetArgs(perf, strangerSweep...)...)
 }
