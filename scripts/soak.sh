@@ -139,7 +139,7 @@ if [ "${1-}" = _job ]; then
 			fi
 		fi
 		for p in "${pids[@]}"; do
-			id=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^CC_JOB_ID=//p' || true)
+			id=$( (tr '\0' '\n' <"/proc/$p/environ") 2>/dev/null | sed -n 's/^CC_JOB_ID=//p' || true)
 			[ -z "$id" ] || [[ " ${jobids[*]} " == *" $id "* ]] || jobids+=("$id")
 		done
 		allpids=("${allpids[@]}" "${pids[@]}")
@@ -158,7 +158,7 @@ if [ "${1-}" = _job ]; then
 	lnleft=0
 	for h in "" "${hosts[@]}"; do
 		for l in $(listeners "$h"); do
-			tr '\0' ' ' <"/proc/$l/cmdline" 2>/dev/null | grep -q "^$SOAK_BIN/" && lnleft=$((lnleft + 1))
+			(tr '\0' ' ' <"/proc/$l/cmdline") 2>/dev/null | grep -q "^$SOAK_BIN/" && lnleft=$((lnleft + 1))
 		done
 	done
 	shmleft=0
@@ -282,7 +282,7 @@ awk -v secs=$(($(date +%s) - start)) -v rg=$((rssGrowth * 1024)) -v fg="$fdGrowt
 	END {
 	  verdict = (jobs > 0 && wrong == 0 && bad == "") ? "PASS" : "FAIL"
 	  if (jobs == 0) bad = " no job ran"
-	  printf "soak: %dm%02ds, %d jobs (%d local, %d testbed), %d rows, #wrong %d, %d failed; largest RSS %.1f MiB at start, %.1f MiB at end (max growth %d KiB, bound %d KiB); fds %d at start, %d at end (max growth %d, bound %d); max thread growth %d (bound 8); goroutines %d at start, %d at end (max growth %d, bound 4); left behind: %d /dev/shm entries, %d processes, %d listeners: %s%s\n",
-	    secs / 60, secs % 60, jobs, loc, tb, rows, wrong, failed, rss0 / 1024, rss1 / 1024, grss, rg, fd0, fd1, gfd, fg, gthr, gor0, gor1, ggor, shm, procs, lns, verdict, bad
+	  printf "soak: %dm%02ds, %d jobs (%d local, %d testbed), %d rows, #wrong %d, %d failed; largest process: RSS %.1f MiB at the first job'"'"'s start, %.1f MiB at the last job'"'"'s end (max growth in a job %d KiB, bound %d KiB); fds %d and %d (max growth %d, bound %d); goroutines %d and %d (max growth %d, bound 4); max thread growth %d (bound 8); left behind: %d /dev/shm entries, %d processes, %d listeners: %s%s\n",
+	    secs / 60, secs % 60, jobs, loc, tb, rows, wrong, failed, rss0 / 1024, rss1 / 1024, grss, rg, fd0, fd1, gfd, fg, gor0, gor1, ggor, gthr, shm, procs, lns, verdict, bad
 	  exit verdict == "PASS" ? 0 : 1
 	}' "$dir/jobs.txt"
