@@ -264,6 +264,8 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 		if err := syscall.Kill(phase.stop, syscall.SIGSTOP); err != nil {
 			t.Fatalf("stop pid %d: %v", phase.stop, err)
 		}
+		// Should the test end early, a stopped rank must still see ccrun's SIGTERM.
+		t.Cleanup(func() { syscall.Kill(phase.stop, syscall.SIGCONT) })
 		calls = append(calls, attack(t, ls, jobID)...)
 		for _, p := range procs {
 			if grown := vmRSS(p) - rss[p]; rss[p] > 0 && grown > strangerRSS {
