@@ -352,7 +352,7 @@ func TestStrangersLocal(t *testing.T) {
 func TestE2EStrangersAgents(t *testing.T) {
 	tb := needTestbed(t)
 	_, perf := binaries(t)
-	strangersDuringJob(t, 27, 5, append(append(strangerLogs, "--ssh-config", tb.sshConfig, "-H", tb.addr(1) + ":2," + tb.addr(2) + ":2", "-np", "4", perf), strangerSweep...)...)
+	strangersDuringJob(t, 27, 5, append(append(strangerLogs, "--ssh-config", tb.sshConfig, "-H", tb.addr(1)+":2,"+tb.addr(2)+":2", "-np", "4", perf), strangerSweep...)...)
 }
 
 // TestE2EStrangersCollNet: a CollNet job (8 ranks on tb1..tb4, the aggregation server on
