@@ -41,6 +41,7 @@ type config struct {
 	outputs      []output // result files
 	ranksPerProc int      // -t x -g
 	memory       bool     // -M
+	runtimeStats bool     // --runtime_stats
 	minBW        float64  // NCCL_TESTS_MIN_BW
 	minBWSet     bool
 	deviceBase   int        // NCCL_TESTS_DEVICE, -1 when unset
@@ -73,6 +74,7 @@ func (f *flags) config(coll *bench.Coll, program string, lookup func(string) (st
 		split:        split,
 		ranksPerProc: f.nthreads * f.ngpus,
 		memory:       f.memory == 1,
+		runtimeStats: f.runtimeStats == 1,
 		deviceBase:   -1,
 	}
 	if s, ok := lookup("NCCL_TESTS_MIN_BW"); ok {

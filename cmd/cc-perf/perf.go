@@ -124,6 +124,9 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		}
 	}
 	o.Now = time.Now
+	if cfg.runtimeStats {
+		o.Swept = runtimeStats(e.stderr, comms[0].Rank())
+	}
 	var brec bench.Recorder
 	if rec != nil {
 		brec = rec

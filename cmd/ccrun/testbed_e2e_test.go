@@ -53,17 +53,23 @@ func (tb *testbed) shaping(t *testing.T, k int) string {
 // inNetns runs f on a thread inside host tbk's network namespace: sockets f opens belong
 // to that host. The thread is never unlocked, so it ends with the goroutine.
 func inNetns(k int, f func() error) error {
+	return inNetnsAt(fmt.Sprintf("/run/netns/cch%d", k), f)
+}
+
+// inNetnsAt runs f on a thread inside the network namespace that the file ns names
+// (/run/netns/NAME, /proc/PID/ns/net), as inNetns does.
+func inNetnsAt(ns string, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		fd, err := unix.Open(fmt.Sprintf("/run/netns/cch%d", k), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			errc <- err
 			return
 		}
 		defer unix.Close(fd)
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns cch%d: %w", k, err)
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
 			return
 		}
 		errc <- f()

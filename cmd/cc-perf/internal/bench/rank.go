@@ -241,6 +241,9 @@ func (k *rank) timeTest(ctx context.Context, dt reduce.DataType, op reduce.Op, r
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		if k.o.Swept != nil {
+			k.o.Swept(k.job, cycle)
+		}
 	}
 	return nil
 }

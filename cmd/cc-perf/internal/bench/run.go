@@ -59,6 +59,10 @@ type Options struct {
 
 	// Now is the clock for row timestamps; nil means time.Now.
 	Now func() time.Time
+
+	// Swept, if not nil, is called by every rank after each sweep (cycle 0, 1, ... of
+	// -N), from the rank's goroutine; cc-perf's --runtime_stats reports there.
+	Swept func(rank, cycle int)
 }
 
 // Recorder receives what rank 0 learns, as it learns it. Run calls it from
