@@ -96,6 +96,9 @@ if [ "${1-}" = _job ]; then
 		args+=(--oversubscribe)
 	fi
 	[ "$algo" = - ] || args+=(-x "NCCL_ALGO=$algo")
+	# PAT runs with one rank per host unless forced (NCCL_PAT_ENABLE=1); the soak places
+	# several ranks on each host.
+	[ "$algo" != pat ] || args+=(-x NCCL_PAT_ENABLE=1)
 	args+=(-x "NCCL_PROTO=$proto")
 	# shm lists /dev/shm of host $1 ("" = this machine).
 	shm() { if [ -z "$1" ]; then ls -A /dev/shm; else "$repo/scripts/testbed.sh" exec "$1" ls -A /dev/shm; fi; }
@@ -124,7 +127,9 @@ if [ "${1-}" = _job ]; then
 				st=$(cat "/proc/$p/status" 2>/dev/null) || continue
 				r=$(awk '/^VmRSS:/ {print $2}' <<<"$st")
 				th=$(awk '/^Threads:/ {print $2}' <<<"$st")
-				f=$(ls "/proc/$p/fd" 2>/dev/null | wc -l)
+				# The process may end between two reads: skip it then (pipefail).
+				fds=$(ls -A "/proc/$p/fd" 2>/dev/null) || continue
+				f=$(wc -l <<<"$fds")
 				[ -n "$r" ] || continue
 				if [ -z "${rss0[$p]-}" ]; then rss0[$p]=$r fd0[$p]=$f thr0[$p]=$th; fi
 				rss1[$p]=$r fd1[$p]=$f thr1[$p]=$th
