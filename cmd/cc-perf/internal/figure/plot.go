@@ -6,13 +6,13 @@ package figure
 
 import (
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
@@ -53,9 +53,9 @@ func Render(w io.Writer, p *results.Plot, format string) error {
 		if err != nil {
 			return fmt.Errorf("series %q: %w", s.Label, err)
 		}
-		line.Color = plotutil.Color(i)
-		points.Color = plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
+		line.Color = seriesColor(i)
+		points.Color = seriesColor(i)
+		points.Shape = glyphs[i%len(glyphs)]
 		pl.Add(line, points)
 		pl.Legend.Add(s.Label, line, points)
 	}
@@ -76,6 +76,24 @@ func Render(w io.Writer, p *results.Plot, format string) error {
 
 // legendPad is the room around the legend's strip.
 const legendPad = 6 * vg.Millimeter / 2
+
+// palette is Tableau's ten colours: distinct, and readable on white.
+var palette = []color.RGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff},
+	{0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff}, {0xbc, 0xbd, 0x22, 0xff}, {0x17, 0xbe, 0xcf, 0xff},
+}
+
+// glyphs mark the points of a series: each one path, outlined or filled.
+var glyphs = []draw.GlyphDrawer{draw.RingGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CircleGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}}
+
+// seriesColor is the colour of series i: the palette's, then darker
+// shades of it, so that no two of the first 40 series share a colour.
+func seriesColor(i int) color.RGBA {
+	c := palette[i%len(palette)]
+	shade := uint8(i / len(palette) % 4)
+	c.R, c.G, c.B = c.R-c.R/5*shade, c.G-c.G/5*shade, c.B-c.B/5*shade
+	return c
+}
 
 // SizeLabel is a byte count as the size axis writes it: 8B, 512B, 1K, 64K,
 // 1M, 1G (powers of 1024, as cc-perf's -b and -e read them); a size that is

@@ -63,7 +63,7 @@ func dump(f *File) string {
 // package's record) parses into the records of its golden file.
 func TestParseGolden(t *testing.T) {
 	for _, c := range []struct{ file, kind string }{
-		{"sweep.json", "sweep"}, {"sweep.txt", "sweep"}, {"algo_ll.txt", "sweep"}, {"all_gather_ts.txt", "sweep"},
+		{"sweep.json", "sweep"}, {"sweep.txt", "sweep"}, {"algo.txt", "sweep"}, {"algo_ll.txt", "sweep"}, {"all_gather_ts.txt", "sweep"},
 		{"all_gather.csv", "sweep"}, {"all_gather_rccl.csv", "sweep"}, {"rccl.json", "sweep"},
 		{"tune.txt", "cc-perf tune output"}, {"tune_all.txt", "cc-perf tune output"},
 		{"calibrate.txt", "cc-perf calibrate output"}, {"fabric.json", "cc-perf fabric record"},

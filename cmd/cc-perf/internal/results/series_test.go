@@ -1,0 +1,104 @@
+package results
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func parseFixture(t *testing.T, name string) *File {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(name, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestPlotOf: series per file, per algo/proto, per tune configuration,
+// and the title from what the files say.
+func TestPlotOf(t *testing.T) {
+	for _, c := range []struct {
+		files  []string
+		y      Measure
+		mixed  bool
+		labels []string
+		points []int
+		title  string
+	}{
+		{[]string{"sweep.json", "sweep.txt"}, BusBW, false, []string{"sweep.json", "sweep.txt"}, []int{10, 10},
+			"all_reduce: 2 ranks on 1 host, 2026-11-27 09:09:08; 2 ranks on 1 host"},
+		{[]string{"algo.txt"}, Time, false, []string{"algo.txt OneShot/Simple", "algo.txt Ring/Simple"}, []int{4, 6}, "all_reduce: 2 ranks on 1 host"},
+		{[]string{"tune.txt"}, Time, false, []string{"tune.txt best", "tune.txt auto"}, []int{4, 4}, "all_reduce: 2 ranks on 1 host"},
+		{[]string{"sweep.json", "all_gather.csv"}, AlgBW, true, []string{"sweep.json", "all_gather.csv"}, []int{10, 9},
+			"all_reduce, all_gather: 2 ranks on 1 host, 2026-11-27 09:09:08; 2 ranks on 1 host"},
+	} {
+		var files []*File
+		for _, n := range c.files {
+			files = append(files, parseFixture(t, n))
+		}
+		p, err := PlotOf(files, c.y, c.mixed)
+		if err != nil {
+			t.Errorf("%v: %v", c.files, err)
+			continue
+		}
+		var labels []string
+		var points []int
+		for _, s := range p.Series {
+			labels = append(labels, s.Label)
+			points = append(points, len(s.Points))
+			for i := 1; i < len(s.Points); i++ {
+				if s.Points[i].Bytes <= s.Points[i-1].Bytes {
+					t.Errorf("%v: %s: sizes out of order at %d", c.files, s.Label, i)
+				}
+			}
+		}
+		if strings.Join(labels, "|") != strings.Join(c.labels, "|") || len(points) != len(c.points) {
+			t.Errorf("%v: series %q, want %q", c.files, labels, c.labels)
+			continue
+		}
+		for i := range points {
+			if points[i] != c.points[i] {
+				t.Errorf("%v: %s has %d points, want %d", c.files, labels[i], points[i], c.points[i])
+			}
+		}
+		if p.Title != c.title {
+			t.Errorf("%v: title %q, want %q", c.files, p.Title, c.title)
+		}
+	}
+}
+
+// TestPlotOfRefuses: mixed collectives, nothing to plot, files that hold
+// no sweep and tune output with a bandwidth: one-line errors naming why.
+func TestPlotOfRefuses(t *testing.T) {
+	zero, err := Parse("zero.csv", []byte("collective, nodes, ranks, rankspernode, gpusperrank, size, type, redop, inplace, time, algbw, busbw, #wrong\n"+
+		"all_gather, 1, 2, 2, 1, 0, float, none, 0, 0.2, 0, 0, 0\nall_gather, 1, 2, 2, 1, 0, float, none, 1, 0.2, 0, 0, 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		files []*File
+		y     Measure
+		want  string
+	}{
+		{[]*File{parseFixture(t, "sweep.json"), parseFixture(t, "all_gather.csv")}, BusBW,
+			"mixed collectives all_reduce (sweep.json) and all_gather (all_gather.csv): plot one at a time, or pass --allow-mixed"},
+		{[]*File{zero}, BusBW, "nothing to plot in zero.csv: no row with a size above 0 and a finite busbw"},
+		{[]*File{parseFixture(t, "calibrate.txt")}, BusBW, "calibrate.txt: cc-perf calibrate output has no sweep to plot: give it to cc-perf report"},
+		{[]*File{parseFixture(t, "fabric.json")}, Time, "fabric.json: cc-perf fabric record has no sweep to plot"},
+		{[]*File{parseFixture(t, "tune.txt")}, BusBW, "tune.txt: cc-perf tune output holds times only: plot it with --y time"},
+	} {
+		_, err := PlotOf(c.files, c.y, false)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("PlotOf: %v, want one line starting %q", err, c.want)
+		}
+	}
+	if _, err := ParseMeasure("speed"); err == nil || err.Error() != `--y "speed": want busbw, algbw or time` {
+		t.Errorf("ParseMeasure(speed): %v", err)
+	}
+}
