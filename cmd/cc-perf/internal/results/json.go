@@ -116,6 +116,9 @@ func parseNCCLJSON(data []byte) (*File, error) {
 	if doc.Version == nil || *doc.Version != 3 {
 		return nil, errors.New("nccl-tests JSON: want version 3")
 	}
+	if doc.Results == nil {
+		return nil, errors.New("nccl-tests JSON: results is null: want a list")
+	}
 	s := &Sweep{Meta: Meta{Collective: jsonCollective(doc.Args), Ranks: len(doc.Config.Devices), Date: doc.StartTime,
 		Format: "nccl-tests JSON"}}
 	hosts := make([]string, len(doc.Config.Devices))

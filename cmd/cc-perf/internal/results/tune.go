@@ -64,7 +64,7 @@ func parseTune(lines []string) (*File, error) {
 			continue
 		case strings.HasPrefix(strings.TrimSpace(l), "size (B)"):
 			table = "all"
-			if fs[2] == "count" {
+			if len(fs) > 2 && fs[2] == "count" {
 				table = "summary"
 			}
 			continue
