@@ -278,9 +278,9 @@ func TestReportInChromium(t *testing.T) {
 	dom := string(browse(t, bin, filepath.Join(dir, "profile"), url, "--dump-dom"))
 	for _, want := range []string{
 		"<td>2097152</td><td>524288</td><td>float</td><td>sum</td><td>-1</td><td>3719.50</td>", // sweep.json's last row
-		"<td>OneShot</td><td>Simple</td>",                                                       // algo.txt's -A columns
-		"<td>262144</td><td>65536</td><td>OneShot/Simple/1</td><td>1222.10</td>",                // tune.txt: best at 256K
-		"<td>gamma LL128</td><td>us</td><td>0.626</td><td>44.3</td>",                            // calibrate.txt
+		"<td>OneShot</td><td>Simple</td>",                                        // algo.txt's -A columns
+		"<td>262144</td><td>65536</td><td>OneShot/Simple/1</td><td>1222.10</td>", // tune.txt: best at 256K
+		"<td>gamma LL128</td><td>us</td><td>0.626</td><td>44.3</td>",             // calibrate.txt
 		"<td>tb5</td>", "<td>slow-host</td>", // fabric.json
 	} {
 		if !strings.Contains(dom, want) {
