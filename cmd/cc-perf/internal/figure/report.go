@@ -16,6 +16,7 @@ import (
 type section struct {
 	Title   string
 	Meta    string
+	Summary string // the verdict, in bold under Meta
 	Figures []template.HTML // inline SVG
 	Tables  []table
 	Notes   []string
@@ -44,6 +45,7 @@ body { font-family: sans-serif; margin: 2em; color: #222; background: #fff; }
 h1 { font-size: 1.5em; }
 h2 { font-size: 1.2em; border-bottom: 1px solid #aaa; margin-top: 2em; }
 .meta { color: #555; }
+.summary { font-weight: bold; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
 caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
@@ -63,6 +65,9 @@ svg { max-width: 100%; height: auto; }
 <section>
 <h2>{{.Title}}</h2>
 <p class="meta">{{.Meta}}</p>
+{{- with .Summary}}
+<p class="summary">{{.}}</p>
+{{- end}}
 {{- range .Figures}}
 <figure>{{.}}</figure>
 {{- end}}
@@ -268,7 +273,7 @@ func fabricSections(f *results.File) ([]section, error) {
 		return []section{s}, nil
 	}
 	v := *rec.Verdict
-	s.Notes = append(s.Notes, "verdict: "+v.Summary)
+	s.Summary = "verdict: " + v.Summary
 	hosts := table{Caption: "hosts, worst first", Head: []string{"host", "tests", "measured", "slow", "median GB/s", "ratio", "modz", "verdict"}}
 	for _, h := range v.Hosts {
 		hosts.add(verdictClass(h.Verdict), h.Host, strconv.Itoa(h.Tests), strconv.Itoa(h.Measured), strconv.Itoa(h.Slow),
