@@ -102,3 +102,38 @@ func TestPlotOfRefuses(t *testing.T) {
 		t.Errorf("ParseMeasure(speed): %v", err)
 	}
 }
+
+// TestParseNCCLTestsLog: a log as nccl-tests prints it on GPUs, a job of
+// two hosts (the device lines of releases before 2.13 have no Group), with
+// a launcher's line in between: the collective, ranks and hosts, the rows.
+func TestParseNCCLTestsLog(t *testing.T) {
+	log := `# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  41001 on      gpu-a device  0 [0000:07:00] NVIDIA A100-SXM4-80GB
+#  Rank  1 Group  0 Pid  41002 on      gpu-a device  1 [0000:0f:00] NVIDIA A100-SXM4-80GB
+#  Rank  2 Pid  52001 on      gpu-b device  0 [0000:07:00] NVIDIA A100-SXM4-80GB
+#  Rank  3 Pid  52002 on      gpu-b device  1 [0000:0f:00] NVIDIA A100-SXM4-80GB
+#
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+           8             2     float     sum      -1    31.52    0.00    0.00      0    30.91    0.00    0.00      0
+Warning: a launcher's line
+  1073741824     268435456     float     sum      -1   9876.5  108.72  163.08      0   9870.1  108.79  163.18      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 81.54
+`
+	f, err := Parse("a100.log", []byte(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Sweeps[0]
+	if s.Collective != "" || s.Ranks != 4 || s.Hosts != 2 || len(s.Rows) != 2 || s.Rows[1].Out.BusBW != 163.08 || s.Rows[1].In.TimeUS != 9870.1 {
+		t.Errorf("collective %q, %d ranks on %d hosts, rows %+v", s.Collective, s.Ranks, s.Hosts, s.Rows)
+	}
+	f, err = Parse("a100.log", []byte("# Collective test starting: all_reduce_perf_mpi\n"+log))
+	if err != nil || f.Sweeps[0].Collective != "all_reduce" || f.Sweeps[0].Ranks != 4 {
+		t.Errorf("with the starting line: %v, %+v", err, f.Sweeps[0].Meta)
+	}
+}

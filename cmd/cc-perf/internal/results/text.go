@@ -24,7 +24,7 @@ func parseText(data string) (*File, error) {
 
 var (
 	startLine  = regexp.MustCompile(`^# Collective test starting: (\S+)`)
-	deviceLine = regexp.MustCompile(`^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device`)
+	deviceLine = regexp.MustCompile(`^#\s+Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device`)
 )
 
 // parseLog reads the nccl-tests tables of a log: each "Collective test
