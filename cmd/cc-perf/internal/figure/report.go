@@ -16,7 +16,7 @@ import (
 type section struct {
 	Title   string
 	Meta    string
-	Summary string // the verdict, in bold under Meta
+	Summary string          // the verdict, in bold under Meta
 	Figures []template.HTML // inline SVG
 	Tables  []table
 	Notes   []string
