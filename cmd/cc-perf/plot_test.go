@@ -110,7 +110,7 @@ func TestPlotBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	texts := strings.Join(svgTexts(t, data), "\n") + "\n"
-	for _, want := range []string{"two runs", "sweep.json", "algo.txt OneShot/Simple", "algo.txt Ring/Simple", "busbw (GB/s), out of place", "2K", "2M"} {
+	for _, want := range []string{"two runs", "sweep.json", "algo.txt OneShot/Simple", "algo.txt Ring/Simple", "busbw (GB/s)", "2K", "2M"} {
 		if !strings.Contains(texts, want+"\n") {
 			t.Errorf("out.svg lacks the text %q", want)
 		}

@@ -63,12 +63,12 @@ func TestRenderSVGGolden(t *testing.T) {
 		texts  []string
 	}{
 		{"two_sweeps", []string{"sweep.json", "algo_ll.txt"}, results.BusBW, []int{10, 10},
-			[]string{"all_reduce: 2 ranks on 1 host, 2026-11-27 09:09:08; 2 ranks on 1 host", "message size (B)",
-				"busbw (GB/s), out of place", "8B", "2K", "512K", "2M", "sweep.json", "algo_ll.txt Ring/LL"}},
+			[]string{"all_reduce: 2 ranks on 1 host, 2026-11-27 09:09:08; 2 ranks on 1 host", "message size (B), out of place",
+				"busbw (GB/s)", "8B", "2K", "512K", "2M", "sweep.json", "algo_ll.txt Ring/LL"}},
 		{"algo", []string{"algo.txt"}, results.AlgBW, []int{4, 6},
-			[]string{"algbw (GB/s), out of place", "algo.txt OneShot/Simple", "algo.txt Ring/Simple"}},
+			[]string{"algbw (GB/s)", "algo.txt OneShot/Simple", "algo.txt Ring/Simple"}},
 		{"tune_all", []string{"tune_all.txt"}, results.Time, []int{4, 4, 4, 4, 4, 4, 4, 4, 4},
-			[]string{"time (us), out of place", "tune_all.txt auto", "tune_all.txt Ring/LL/auto", "8B", "8K"}},
+			[]string{"time (us)", "tune_all.txt auto", "tune_all.txt Ring/LL/auto", "8B", "8K"}},
 		{"tune", []string{"tune.txt"}, results.Time, []int{4, 4}, []string{"tune.txt best", "tune.txt auto"}},
 		// Size-0 rows (all_gather's first) are left out.
 		{"all_gather", []string{"all_gather.csv", "all_gather_rccl.csv", "all_gather_ts.txt"}, results.BusBW, []int{9, 9, 9},
