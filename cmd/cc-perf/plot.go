@@ -62,7 +62,7 @@ func newPlotCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().SortFlags = false
 	cmd.Flags().StringVarP(&f.output, "output", "o", f.output, "the figure to write: .svg, .png or .pdf")
-	cmd.Flags().StringVar(&f.y, "y", f.y, "the y axis: busbw, algbw or time (default time when every file is cc-perf tune output)")
+	cmd.Flags().StringVar(&f.y, "y", f.y, "the y axis: busbw, algbw or time; cc-perf tune output alone plots time unless --y is given")
 	cmd.Flags().BoolVar(&f.allowMixed, "allow-mixed", false, "plot files of different collectives together")
 	cmd.Flags().StringVar(&f.title, "title", "", "the figure's title (default: the collective, ranks, hosts and date)")
 	return cmd
