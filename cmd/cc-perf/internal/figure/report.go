@@ -197,7 +197,11 @@ func sweepSections(f *results.File) ([]section, error) {
 			t.Head = append(t.Head, "algo", "proto", "nchannels")
 		}
 		for _, r := range s.Rows {
-			cells := []string{strconv.FormatInt(r.Bytes, 10), strconv.FormatInt(r.Count, 10), r.Type, r.RedOp, r.Root,
+			count := ""
+			if r.Count >= 0 {
+				count = strconv.FormatInt(r.Count, 10)
+			}
+			cells := []string{strconv.FormatInt(r.Bytes, 10), count, r.Type, r.RedOp, r.Root,
 				us(r.Out.TimeUS), gbps(r.Out.AlgBW), gbps(r.Out.BusBW), r.Out.Wrong, us(r.In.TimeUS), gbps(r.In.AlgBW), gbps(r.In.BusBW), r.In.Wrong}
 			if s.Algo {
 				cells = append(cells, r.Algo, r.Proto, r.Channels)

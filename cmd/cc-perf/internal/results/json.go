@@ -228,7 +228,7 @@ func sweepOfHalves(halves []halfRecord, format string) (*File, error) {
 			f.Sweeps = append(f.Sweeps, s)
 		}
 		if !r.inPlace {
-			s.Rows = append(s.Rows, Row{Bytes: r.bytes, Type: r.typ, RedOp: r.redop, Out: r.h})
+			s.Rows = append(s.Rows, Row{Bytes: r.bytes, Count: -1, Type: r.typ, RedOp: r.redop, Out: r.h})
 			continue
 		}
 		n := len(s.Rows)

@@ -63,7 +63,8 @@ type Sweep struct {
 
 // Row is one size of a sweep.
 type Row struct {
-	Bytes, Count int64
+	Bytes int64
+	Count int64 // elements; -1 when the file does not say (CSV, rccl-tests JSON)
 	Type, RedOp  string
 	Root         string
 	Out, In      Half
