@@ -63,11 +63,11 @@ type Sweep struct {
 
 // Row is one size of a sweep.
 type Row struct {
-	Bytes int64
-	Count int64 // elements; -1 when the file does not say (CSV, rccl-tests JSON)
-	Type, RedOp  string
-	Root         string
-	Out, In      Half
+	Bytes       int64
+	Count       int64 // elements; -1 when the file does not say (CSV, rccl-tests JSON)
+	Type, RedOp string
+	Root        string
+	Out, In     Half
 	// Algo, Proto and Channels are -A's columns ("" without -A, "N/A" for
 	// collectives made of point-to-point calls).
 	Algo, Proto, Channels string
