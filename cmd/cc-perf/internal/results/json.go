@@ -12,8 +12,9 @@ import (
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/fabric"
 )
 
-// ncclJSON is the part of the nccl-tests -J document (JSON_FILE_VERSION 3)
-// a plot needs.
+// ncclJSON is the part of the nccl-tests -J document a plot needs: the
+// same keys in JSON_FILE_VERSION 1 (nccl-tests' first, src/util.cu) to 3
+// (what cc-perf writes, with nccl-tests 2.17's per-iteration keys).
 type ncclJSON struct {
 	Version   *int     `json:"version"`
 	StartTime string   `json:"start_time"`
@@ -24,13 +25,13 @@ type ncclJSON struct {
 		} `json:"devices"`
 	} `json:"config"`
 	Results *[]struct {
-		Size       int64    `json:"size"`
-		Count      int64    `json:"count"`
-		Type       string   `json:"type"`
-		RedOp      string   `json:"redop"`
-		Root       string   `json:"root"`
-		OutOfPlace jsonHalf `json:"out_of_place"`
-		InPlace    jsonHalf `json:"in_place"`
+		Size       int64     `json:"size"`
+		Count      int64     `json:"count"`
+		Type       string    `json:"type"`
+		RedOp      string    `json:"redop"`
+		Root       string    `json:"root"`
+		OutOfPlace *jsonHalf `json:"out_of_place"` // null for a trace replay's in-place-only rows
+		InPlace    *jsonHalf `json:"in_place"`
 	} `json:"results"`
 }
 
@@ -42,7 +43,10 @@ type jsonHalf struct {
 	NWrong  *cnum `json:"nwrong"`
 }
 
-func (h jsonHalf) half() Half {
+func (h *jsonHalf) half() Half {
+	if h == nil {
+		return Half{TimeUS: math.NaN(), AlgBW: math.NaN(), BusBW: math.NaN()}
+	}
 	out := Half{AlgBW: float64(h.AlgBW), BusBW: float64(h.BusBW)}
 	switch {
 	case h.Time != nil:
@@ -113,8 +117,8 @@ func parseNCCLJSON(data []byte) (*File, error) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("nccl-tests JSON: %w", err)
 	}
-	if doc.Version == nil || *doc.Version != 3 {
-		return nil, errors.New("nccl-tests JSON: want version 3")
+	if doc.Version == nil || *doc.Version < 1 || *doc.Version > 3 {
+		return nil, errors.New("nccl-tests JSON: want version 1, 2 or 3")
 	}
 	if doc.Results == nil {
 		return nil, errors.New("nccl-tests JSON: results is null: want a list")

@@ -106,7 +106,7 @@ func TestParseBad(t *testing.T) {
 		{"empty.json", "  \n", "empty.json: empty file: want"},
 		{"other.json", `{"a": 1}`, "other.json: not a result file: want"},
 		{"broken.json", `{"version": 3, "config": {}, "results": [`, "broken.json: not valid JSON"},
-		{"v2.json", `{"version": 2, "config": {}, "results": []}`, "v2.json: nccl-tests JSON: want version 3"},
+		{"v4.json", `{"version": 4, "config": {}, "results": []}`, "v4.json: nccl-tests JSON: want version 1, 2 or 3"},
 		{"bad.csv", "collective, size\nall_reduce, 8\n", `bad.csv: CSV without a "inplace" column`},
 		{"half.csv", "collective,size,inplace,time,algbw,busbw\nall_reduce,8,1,1,1,1\n", "half.csv: record 1: an in-place half of 8 B without its out-of-place half"},
 		{"row.txt", "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n 8 2 float sum -1 x 0 0 0 1 0 0 0\n", `row.txt: line 2: time "x" is not a number`},

@@ -137,3 +137,38 @@ Warning: a launcher's line
 		t.Errorf("with the starting line: %v, %+v", err, f.Sweeps[0].Meta)
 	}
 }
+
+// TestParseNCCLTestsJSONv1: the first nccl-tests JSON (version 1, no
+// per-iteration keys): "nan" as a string, nwrong null when not checked, an
+// out_of_place null (trace replay), the program's path in args.
+func TestParseNCCLTestsJSONv1(t *testing.T) {
+	doc := `{"version":1,"start_time":"2025-06-02 08:15:00","args":["/opt/nccl-tests/build/reduce_scatter_perf","-b","8","-e","1M"],
+"env":[],"nccl_version":22703,"config":{"nthreads":1,"ngpus":8,"minimum_bytes":8,"maximum_bytes":1048576,"step_factor":2,
+"warmup_iters":5,"iterations":20,"aggregated_iterations":1,"validation":1,"graph":0,"blocking_collectives":"false","parallel_init":"false",
+"devices":[{"rank":0,"group":0,"pid":7,"hostname":"dgx1","device":0,"device_hex":"0000:07:00","device_info":"H100"},
+{"rank":1,"group":0,"pid":8,"hostname":"dgx2","device":0,"device_hex":"0000:07:00","device_info":"H100"}]},
+"results":[{"size":1024,"count":32,"type":"float","redop":"sum","root":"    -1","out_of_place":{"time":12.5,"alg_bw":0.08,"bus_bw":"nan","nwrong":null},
+"in_place":{"time":12.0,"alg_bw":0.085,"bus_bw":0.075,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""},
+{"size":2048,"count":64,"type":"float","redop":"sum","root":"    -1","out_of_place":null,
+"in_place":{"time":13.0,"alg_bw":0.16,"bus_bw":0.14,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""}],
+"out_of_bounds":{"count":0,"okay":"true"},"average_bus_bandwidth":{"bandwidth":0.1,"okay":"unchecked"},"errors":[],"end_time":"2025-06-02 08:15:02"}`
+	f, err := Parse("v1.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Sweeps[0]
+	if s.Collective != "reduce_scatter" || s.Ranks != 2 || s.Hosts != 2 || s.Date != "2025-06-02 08:15:00" || len(s.Rows) != 2 {
+		t.Fatalf("meta %+v, %d rows", s.Meta, len(s.Rows))
+	}
+	if r := s.Rows[0]; r.Out.Wrong != "N/A" || r.In.Wrong != "0" || r.In.BusBW != 0.075 || r.Root != "-1" {
+		t.Errorf("row 0 %+v", r)
+	}
+	// NaN busbw and a null half are left out of the plot; time is there.
+	if _, err := PlotOf([]*File{f}, BusBW, false); err == nil || !strings.HasPrefix(err.Error(), "nothing to plot in v1.json") {
+		t.Errorf("busbw: %v, want nothing to plot", err)
+	}
+	p, err := PlotOf([]*File{f}, Time, false)
+	if err != nil || len(p.Series) != 1 || len(p.Series[0].Points) != 1 || p.Series[0].Points[0] != (Point{Bytes: 1024, Y: 12.5}) {
+		t.Errorf("time: %v, %+v", err, p)
+	}
+}
