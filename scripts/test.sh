@@ -9,7 +9,8 @@
 # munge), brings up eight hosts in network namespaces for the duration of the
 # run (with a Slurm cluster when Slurm is installed) and the tests use them.
 # As root it installs MPICH and Open MPI (mpich libmpich-dev openmpi-bin
-# libopenmpi-dev) for ccrun's MPI tests when their compilers are missing.
+# libopenmpi-dev) for ccrun's MPI tests when their compilers are missing, and
+# Chromium (chromium) for the browser test of cc-perf report.
 # CC_TESTBED=0 runs without the hosts. Tests whose needs are missing skip with
 # a message saying why.
 set -euo pipefail
@@ -39,6 +40,20 @@ if ! have_mpi; then
     fi
     echo "mpicc.mpich or mpicc.openmpi missing (run as root to install them): the MPI tests will skip" >&2
   fi
+fi
+# cc-perf report's browser test (cmd/cc-perf/plot_test.go) renders the page in headless
+# Chromium. As root, install it when missing; in CI its absence fails that test.
+have_chromium() { command -v chromium || command -v chromium-browser; } >/dev/null
+if ! have_chromium && [ "$(id -u)" = 0 ]; then
+  echo "installing chromium for the browser test of cc-perf report" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >&2 || true
+fi
+if ! have_chromium; then
+  if [ "${CI:-}" = true ]; then
+    echo "chromium missing and not installable: CI needs it for the browser test of cc-perf report" >&2
+    exit 1
+  fi
+  echo "chromium missing (run as root to install it): the browser test of cc-perf report will skip" >&2
 fi
 # The largest PAT and NVLS simulations (n up to 1024) and most log-step
 # rank counts above 16 skip under the race detector, which slows the

@@ -111,7 +111,9 @@ through a symlink named like an nccl-tests binary (all_reduce_perf ...).
 
   cc-perf tune all_reduce -t 2 -b 8 -e 64M -f 4   the tuner's picks against
                                                   every algorithm and protocol
-                                                  (cc-perf tune -h)`
+                                                  (cc-perf tune -h)
+  cc-perf plot ar.json -o ar.svg                  busbw against size (plot -h)
+  cc-perf report ar.json tune.txt -o report.html  one offline HTML page`
 
 func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
@@ -138,6 +140,8 @@ func newRoot(e *env) *cobra.Command {
 	root.AddCommand(newTuneCmd(e))
 	root.AddCommand(newCalibrateCmd(e))
 	root.AddCommand(newFabricCmd(e))
+	root.AddCommand(newPlotCmd(e))
+	root.AddCommand(newReportCmd(e))
 	return root
 }
 

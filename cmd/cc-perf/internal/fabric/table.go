@@ -134,26 +134,44 @@ func sizeName(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// writeMatrix writes the ratio matrix: row host against column host (row
-// sends to column in directed tests), the median ratio over their tests:
-// '.' when not slow, the ratio when slow, T all timed out, E an error,
-// blank never measured, '-' the diagonal.
-func writeMatrix(b *strings.Builder, hosts []Host, ms []Measurement, v Verdict) {
+// Cell is one cell of the ratio matrix: row host against column host
+// (row sends to column in directed tests).
+type Cell struct {
+	Ratio    float64 // the median ratio over the cell's passing tests; NaN without one
+	Tests    int     // tests of the pair
+	Timeouts int     // of them timed out
+	Errors   int     // of them ended in an error
+}
+
+// Mark is what the cell shows: "-" on the diagonal (i == j), "" never
+// measured, "E" an error, "T" every test timed out, the ratio when slow
+// (below 1 - tolerance, or some tests timed out), "." otherwise.
+func (c Cell) Mark(i, j int, tolerance float64) string {
+	switch {
+	case i == j:
+		return "-"
+	case c.Tests == 0:
+		return ""
+	case c.Errors > 0:
+		return "E"
+	case c.Timeouts == c.Tests:
+		return "T"
+	case c.Timeouts > 0 || c.Ratio < 1-tolerance:
+		return fmt.Sprintf("%.2f", num(c.Ratio))
+	case !math.IsNaN(c.Ratio):
+		return "."
+	}
+	return ""
+}
+
+// Matrix is the ratio matrix of hosts from ms: cell [i][j] is host i
+// against host j, the bandwidth ratios to v.RatioOf.
+func Matrix(hosts []Host, ms []Measurement, v Verdict) [][]Cell {
 	n := len(hosts)
-	if n == 0 {
-		return
-	}
-	w := 4
-	for _, h := range hosts {
-		w = max(w, len(h.Name))
-	}
-	type cell struct {
-		ratios                []float64
-		timeouts, errs, tests int
-	}
-	cells := make([][]cell, n)
+	ratios := make([][][]float64, n)
+	cells := make([][]Cell, n)
 	for i := range cells {
-		cells[i] = make([]cell, n)
+		cells[i], ratios[i] = make([]Cell, n), make([][]float64, n)
 	}
 	for _, m := range ms {
 		if m.Group != nil || m.A < 0 || m.B < 0 || m.A >= n || m.B >= n || m.A == m.B {
@@ -165,19 +183,38 @@ func writeMatrix(b *strings.Builder, hosts []Host, ms []Measurement, v Verdict) 
 		}
 		for _, p := range pairs {
 			c := &cells[p[0]][p[1]]
-			c.tests++
+			c.Tests++
 			switch m.Status {
 			case StatusOK:
 				if v.RatioOf > 0 {
-					c.ratios = append(c.ratios, m.GBps/v.RatioOf)
+					ratios[p[0]][p[1]] = append(ratios[p[0]][p[1]], m.GBps/v.RatioOf)
 				}
 			case StatusTimeout:
-				c.timeouts++
+				c.Timeouts++
 			default:
-				c.errs++
+				c.Errors++
 			}
 		}
 	}
+	for i := range cells {
+		for j := range cells[i] {
+			cells[i][j].Ratio = median(ratios[i][j])
+		}
+	}
+	return cells
+}
+
+// writeMatrix writes the ratio matrix (Matrix, each cell's Mark).
+func writeMatrix(b *strings.Builder, hosts []Host, ms []Measurement, v Verdict) {
+	n := len(hosts)
+	if n == 0 {
+		return
+	}
+	w := 4
+	for _, h := range hosts {
+		w = max(w, len(h.Name))
+	}
+	cells := Matrix(hosts, ms, v)
 	fmt.Fprintf(b, "#  ratio matrix (row %s column; '.' ok, a number: slow, T timed out, E error, blank: not measured)\n",
 		map[bool]string{true: "sends to", false: "with"}[v.Schedule == "directed"])
 	fmt.Fprintf(b, "#  %*s", w, "")
@@ -185,27 +222,10 @@ func writeMatrix(b *strings.Builder, hosts []Host, ms []Measurement, v Verdict) 
 		fmt.Fprintf(b, " %*s", w, h.Name)
 	}
 	b.WriteByte('\n')
-	gate := 1 - v.Tolerance
 	for i, h := range hosts {
 		fmt.Fprintf(b, "#  %*s", w, h.Name)
 		for j := range hosts {
-			c := cells[i][j]
-			s := ""
-			r := median(c.ratios)
-			switch {
-			case i == j:
-				s = "-"
-			case c.tests == 0:
-			case c.errs > 0:
-				s = "E"
-			case c.timeouts == c.tests:
-				s = "T"
-			case c.timeouts > 0 || r < gate:
-				s = fmt.Sprintf("%.2f", num(r))
-			case !math.IsNaN(r):
-				s = "."
-			}
-			fmt.Fprintf(b, " %*s", w, s)
+			fmt.Fprintf(b, " %*s", w, cells[i][j].Mark(i, j, v.Tolerance))
 		}
 		b.WriteString("\n")
 	}
