@@ -3,6 +3,7 @@ module github.com/seed-760dd1f1/cc
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/google/go-cmp v0.7.0
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/olekukonko/tablewriter v1.1.5
