@@ -16,6 +16,11 @@ const (
 	progressNever  = "never"
 )
 
+// envProgressTerminal is set to 1 by a ccrun whose stderr is a terminal: it
+// keeps a rank's carriage-return line there as its status line
+// (launch.EnvProgressTerminal).
+const envProgressTerminal = "CC_PROGRESS_TERMINAL"
+
 // sweepProgressDelay is how long a benchmark sweep runs before its progress
 // line appears: short sweeps print their table and nothing else.
 const sweepProgressDelay = 3 * time.Second
@@ -38,8 +43,9 @@ func (f progressFlag) Set(s string) error {
 
 // wantProgress says whether rank 0 draws a progress line on stderr: never
 // with --progress=never, always with --progress=always, and with auto only
-// when stderr is a terminal and the environment is not CI's (CI set to
-// anything but "", "0" or "false", as CI services set it).
+// when stderr is a terminal, or a pipe to a ccrun that keeps the line on its
+// terminal (CC_PROGRESS_TERMINAL=1), and the environment is not CI's (CI set
+// to anything but "", "0" or "false", as CI services set it).
 func wantProgress(e *env) bool {
 	switch e.progress {
 	case progressNever:
@@ -49,6 +55,9 @@ func wantProgress(e *env) bool {
 	}
 	if ci, ok := e.lookup("CI"); ok && ci != "" && ci != "0" && ci != "false" {
 		return false
+	}
+	if v, _ := e.lookup(envProgressTerminal); v == "1" {
+		return true
 	}
 	return e.isTerminal != nil && e.isTerminal(e.stderr)
 }

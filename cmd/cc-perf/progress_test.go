@@ -110,9 +110,20 @@ func TestProgressTerminal(t *testing.T) {
 			t.Errorf("%s on a terminal: exit %d, stderr %q; want 0 and nothing", tt.name, code, errText)
 		}
 	}
-	code, _, errText := onPipe(t, nil, append(append([]string(nil), sweepArgs...), "--progress", "always")...)
-	if code != 0 || !line.MatchString(errText) {
-		t.Errorf("--progress always on a pipe: exit %d, stderr %q; want the progress line", code, errText)
+	for _, tt := range []struct {
+		name    string
+		environ []string
+		args    []string
+		want    bool
+	}{
+		{"--progress always", nil, append(append([]string(nil), sweepArgs...), "--progress", "always"), true},
+		{"under a ccrun on a terminal", []string{"CC_PROGRESS_TERMINAL=1"}, sweepArgs, true},
+		{"under a ccrun on a terminal, in CI", []string{"CC_PROGRESS_TERMINAL=1", "CI=1"}, sweepArgs, false},
+	} {
+		code, _, errText := onPipe(t, tt.environ, tt.args...)
+		if code != 0 || line.MatchString(errText) != tt.want {
+			t.Errorf("%s, on a pipe: exit %d, stderr %q; want the progress line: %v", tt.name, code, errText, tt.want)
+		}
 	}
 }
 
