@@ -79,7 +79,7 @@ func fabricJob(ctx context.Context, c *comm.Comm, fc *fabricConfig, e *env) erro
 	var onRound func(fabric.Round, *measure.Result) error
 	if r0 != nil {
 		r0.header()
-		r0.progress = newProgress(e, "cc-perf fabric: rounds", -1, 0)
+		r0.progress = newProgress(e, "fabric: rounds", -1, 0)
 		onRound = r0.round
 	}
 	res, err := measure.Run(ctx, c, len(hosts), o, onRound)

@@ -126,7 +126,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	o.Now = time.Now
 	var brec bench.Recorder
 	if rec != nil {
-		rec.progress = newProgress(e, "cc-perf "+o.Coll.Name, o.Rows(nranks), sweepProgressDelay)
+		rec.progress = newProgress(e, o.Coll.Name, o.Rows(nranks), sweepProgressDelay)
 		brec = rec
 	}
 	sum, err := bench.Run(ctx, bcomms, devices, o, brec)

@@ -76,7 +76,7 @@ func TestProgressTerminal(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("on a terminal: exit %d, stderr %q", code, ttyErr)
 	}
-	line := regexp.MustCompile(`\rcc-perf all_reduce +[0-9]+% \|[^|]*\| \(([0-9])/8\) \[[0-9]+s:[0-9]+s\]`)
+	line := regexp.MustCompile(`\rall_reduce +[0-9]+% \|[^|]*\| \(([0-9])/8\) \[[0-9]+s:[0-9]+s\]`)
 	m := line.FindAllStringSubmatch(ttyErr, -1)
 	if len(m) == 0 || m[len(m)-1][1] != "7" {
 		t.Errorf("terminal: no progress line up to 7/8 rows (the 8th ends it): %q", ttyErr)
@@ -150,13 +150,13 @@ func TestFabricProgress(t *testing.T) {
 		}
 	}
 	s := outs[0].stderr
-	if !strings.Contains(s, "cc-perf fabric: rounds") || !strings.Contains(s, "(1/-") {
+	if !strings.Contains(s, "fabric: rounds") || !strings.Contains(s, "(1/-") {
 		t.Errorf("rank 0's stderr lacks the progress line counting 1 round: %q", s)
 	}
 	if !regexp.MustCompile(`(^|\r +\r)# round 0 `).MatchString(s) || !regexp.MustCompile(`\r +\r$`).MatchString(s) {
 		t.Errorf("rank 0's stderr: the round's line does not start a clean line, or the progress line is not erased at the end: %q", s)
 	}
-	if strings.Contains(outs[1].stderr, "cc-perf fabric: rounds") {
+	if strings.Contains(outs[1].stderr, "fabric: rounds") {
 		t.Errorf("rank 1 drew a progress line: %q", outs[1].stderr)
 	}
 }

@@ -300,9 +300,9 @@ func TestTuneProgress(t *testing.T) {
 	s := errb.String()
 	// 5 configurations (auto, the ring's three protocols, OneShot) x 2
 	// repetitions: 10 measurements per size, 20 in all.
-	for _, w := range []string{"\rcc-perf tune reduce_scatter: size 1/2 (1024 B), warming up   0% |",
+	for _, w := range []string{"\rtune reduce_scatter: size 1/2 (1024 B), warmup   0% |",
 		"| (0/20) [0s:",
-		"\rcc-perf tune reduce_scatter: size 2/2 (2048 B), measurement 9/10  95% |",
+		"\rtune reduce_scatter: size 2/2 (2048 B)  95% |",
 		"| (19/20) ["} {
 		if !strings.Contains(s, w) {
 			t.Errorf("stderr lacks %q: %q", w, s)

@@ -220,11 +220,11 @@ func (r *tuneRecorder) Progress(p bench.TuneProgress) {
 	if r.progress == nil {
 		return
 	}
-	what := "warming up"
-	if p.Step > 0 {
-		what = fmt.Sprintf("measurement %d/%d", p.Step, p.Steps)
+	warm := "" // the count is of measurements; warmups come before each size's first
+	if p.Step == 0 {
+		warm = ", warmup"
 	}
-	r.progress.set((p.Size-1)*p.Steps+p.Step, fmt.Sprintf("cc-perf %s: size %d/%d (%d B), %s", r.what, p.Size, p.Sizes, p.Bytes, what))
+	r.progress.set((p.Size-1)*p.Steps+p.Step, fmt.Sprintf("%s: size %d/%d (%d B)%s", r.what, p.Size, p.Sizes, p.Bytes, warm))
 }
 
 // endProgress erases the progress line.
