@@ -94,7 +94,7 @@ func newProgress(e *env, what string, total int, delay time.Duration) *progress 
 		progressbar.OptionShowCount(),
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSetWidth(10), // the whole line fits 80 columns
+		progressbar.OptionSetWidth(10),                // the whole line fits 80 columns
 		progressbar.OptionSetSpinnerChangeInterval(0), // no goroutine redraws an unknown total
 		progressbar.OptionClearOnFinish(),
 	)

@@ -52,7 +52,7 @@ func newEnv(args, environ []string, stdout, stderr io.Writer) *env {
 		stdout: stdout, stderr: stderr,
 		viper:      cli.NewViper(envPrefix, environ),
 		readFile:   os.ReadFile,
-		isTerminal: terminal,
+		isTerminal: cli.IsTerminal,
 	}
 }
 

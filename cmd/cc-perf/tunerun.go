@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"github.com/seed-760dd1f1/cc/runtime/comm"
 	"github.com/seed-760dd1f1/cc/runtime/tune"
-	"golang.org/x/sys/unix"
 )
 
 // tuneRun runs one cc-perf tune: join or create the ranks, sweep, and on
@@ -229,16 +227,6 @@ func (r *tuneRecorder) Progress(p bench.TuneProgress) {
 
 // endProgress erases the progress line.
 func (r *tuneRecorder) endProgress() { r.progress.done() }
-
-// terminal reports whether w is a terminal.
-func terminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
 
 // probeWritable checks that a file can be created next to path (before a
 // sweep that may take long), creating nothing that stays.

@@ -26,24 +26,13 @@ func stdinTarget(s string, nranks int) (launch.StdinTarget, error) {
 	return t, nil
 }
 
-// isTerminal reports whether w is a terminal: then ccrun keeps a rank's progress line as
-// its status line there (launch.Output.Status).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
 // ranksStdin is what the ranks read of ccrun's stdin f. A terminal is read only while
 // ccrun is in its foreground process group, as mpirun does: a read from the background
 // (ccrun ... &) would stop ccrun with SIGTTIN; so in the background ccrun waits, and looks
 // again on each SIGCONT (fg sends one).
 func ranksStdin(f *os.File) io.Reader {
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
-		return f // not a terminal
+	if !cli.IsTerminal(f) {
+		return f
 	}
 	return &foreground{f: f}
 }
