@@ -26,6 +26,10 @@ const (
 	// EnvUnreachableHosts lists, comma-separated, the hosts --skip-unreachable dropped
 	// (set only when it dropped some).
 	EnvUnreachableHosts = "CC_UNREACHABLE_HOSTS"
+	// EnvProgressTerminal is 1 when ccrun's stderr is a terminal on which it draws a
+	// rank's carriage-return line as its status line (Output.Status): a rank may draw
+	// a progress line although its own stderr is a pipe.
+	EnvProgressTerminal = "CC_PROGRESS_TERMINAL"
 	EnvMasterAddr       = "MASTER_ADDR"
 	EnvMasterPort       = "MASTER_PORT"
 	masterPortBase      = 20000
@@ -276,6 +280,8 @@ type JobEnv struct {
 	// Unreachable names the hosts dropped because they could not be reached
 	// (CC_UNREACHABLE_HOSTS); empty: the variable is not set.
 	Unreachable []string
+	// StatusLine sets CC_PROGRESS_TERMINAL=1 (Output.UsesStatus).
+	StatusLine bool
 }
 
 // MasterPort is the MASTER_PORT ccrun exports when rank 0 is on another host, where ccrun
@@ -320,6 +326,9 @@ func RankEnv(base []string, job JobEnv, s Slot, rootAddr string) []string {
 	}
 	if len(job.Unreachable) > 0 {
 		e.set(EnvUnreachableHosts, strings.Join(job.Unreachable, ","))
+	}
+	if job.StatusLine {
+		e.set(EnvProgressTerminal, "1")
 	}
 	if _, ok := e.get(EnvMasterAddr); !ok {
 		e.set(EnvMasterAddr, job.MasterAddr)

@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +144,55 @@ func TestBrokenOutputDropsQuietly(t *testing.T) {
 	}
 	if fw.n != 1 {
 		t.Errorf("underlying writes = %d, want 1 (then dropped)", fw.n)
+	}
+}
+
+// TestStatusLine: with Status, what a rank writes to stderr after a carriage
+// return is one status line on ccrun's terminal, erased before every other
+// forwarded line and drawn again after it; a newline turns it back into an
+// ordinary line; CRLF line ends and tagged output are untouched.
+func TestStatusLine(t *testing.T) {
+	var term bytes.Buffer // stdout and stderr on one terminal
+	s := newStreams(Output{Stdout: &term, Stderr: &term, Status: true}, nil)
+	_, e0, _ := s.rankWriters(0)
+	o1, _, _ := s.rankWriters(1)
+	for _, step := range []struct {
+		w    io.Writer
+		text string
+	}{
+		{e0, "\r   \r\rtune: 1/4"},
+		{o1, "row\n"},
+		{e0, "\r  \r\rtune: 2/4"},
+		{e0, "\r     \r"},
+		{e0, "# done\n"},
+		{o1, "crlf\r\n"},
+	} {
+		step.w.Write([]byte(step.text))
+	}
+	e0.Close()
+	want := "\rtune: 1/4" + "\r\x1b[K" + "row\n" + "\rtune: 1/4" +
+		"\r\x1b[K" + "\rtune: 2/4" + "\r\x1b[K" + "# done\n" + "crlf\r\n"
+	if got := term.String(); got != want {
+		t.Errorf("terminal got\n%q\nwant\n%q", got, want)
+	}
+
+	// A return inside a line, then a newline: the line is kept whole.
+	term.Reset()
+	_, e2, _ := newStreams(Output{Stdout: &term, Stderr: &term, Status: true}, nil).rankWriters(2)
+	e2.Write([]byte("hello\r"))
+	e2.Write([]byte("\n"))
+	if got := term.String(); got != "hello\n" {
+		t.Errorf("a split CRLF: got %q, want %q", got, "hello\n")
+	}
+
+	for _, o := range []Output{{Status: true, Tag: true}, {Status: true, Label: true}, {Status: false}} {
+		term.Reset()
+		o.Stdout, o.Stderr = &term, &term
+		_, e, _ := newStreams(o, nil).rankWriters(0)
+		e.Write([]byte("\rtune: 1/4\r"))
+		e.Close()
+		if got := term.String(); strings.Contains(got, "\x1b[K") || !strings.Contains(got, "tune: 1/4\r\n") {
+			t.Errorf("%+v: got %q, want the text forwarded as a line, no status", o, got)
+		}
 	}
 }

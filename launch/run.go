@@ -504,7 +504,7 @@ func (j *job) spec(s Slot, stdout, stderr io.Writer) Spec {
 		argv[0] = p
 	}
 	job := JobEnv{NRanks: len(j.slots), JobID: j.id, MasterAddr: j.masterAddr(), MasterPort: j.masterPort,
-		NNodes: nodeCount(j.slots), Unreachable: j.skipped}
+		NNodes: nodeCount(j.slots), Unreachable: j.skipped, StatusLine: j.o.Output.UsesStatus()}
 	env := RankEnv(j.base, job, s, j.rootAddr(s.Host))
 	dir, optional := j.o.Wdir, false
 	if dir == "" && !j.local[s.Host] {

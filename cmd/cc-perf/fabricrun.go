@@ -39,6 +39,9 @@ type fabricRun0 struct {
 	unreachable []string
 	started     time.Time
 	rec         fabric.Record // the -J document so far
+	// progress counts the rounds on a terminal (the quick and bisect
+	// schedules add rounds as they learn, so it has no total).
+	progress *progress
 }
 
 // fabricJob runs cc-perf fabric on c, this rank's communicator of the
@@ -76,9 +79,13 @@ func fabricJob(ctx context.Context, c *comm.Comm, fc *fabricConfig, e *env) erro
 	var onRound func(fabric.Round, *measure.Result) error
 	if r0 != nil {
 		r0.header()
+		r0.progress = newProgress(e, "fabric: rounds", -1, 0)
 		onRound = r0.round
 	}
 	res, err := measure.Run(ctx, c, len(hosts), o, onRound)
+	if r0 != nil {
+		r0.progress.done()
+	}
 	if err != nil {
 		var exit *cli.ExitError
 		if errors.As(err, &exit) {
@@ -196,7 +203,9 @@ func (r *fabricRun0) round(rd fabric.Round, res *measure.Result) error {
 	if err := r.writeJSON(); err != nil {
 		return err
 	}
+	r.progress.hide()
 	fmt.Fprintln(r.e.stderr, fabric.ProgressLine(r.hosts, rd, res.Measurements)) // the round is on disk
+	r.progress.add(1)
 	return nil
 }
 

@@ -12,4 +12,6 @@ import (
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
 )
 
+//go:generate go test -run ^TestGeneratedDocs$ -update-docs .
+
 func main() { os.Exit(cli.Main(run)) }

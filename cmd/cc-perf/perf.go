@@ -129,6 +129,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 	}
 	var brec bench.Recorder
 	if rec != nil {
+		rec.progress = newProgress(e, o.Coll.Name, o.Rows(nranks), sweepProgressDelay)
 		brec = rec
 	}
 	sum, err := bench.Run(ctx, bcomms, devices, o, brec)
@@ -300,8 +301,9 @@ type recorder struct {
 	text     *report.Text
 	files    []resultFile
 	closed   bool
-	reduced  bool  // memory lowered -e to maxBytes
-	maxBytes int64 // -e after AgreeMaxBytes
+	reduced  bool      // memory lowered -e to maxBytes
+	maxBytes int64     // -e after AgreeMaxBytes
+	progress *progress // rows done of the sweep on stderr; nil: none
 }
 
 // resultFile is a result file and the writer of its format.
@@ -358,7 +360,12 @@ func (r *recorder) Begin(ds []bench.Device) {
 }
 
 // RowStart is bench.Recorder's.
-func (r *recorder) RowStart(res bench.Result) { r.text.RowStart(res) }
+// The progress line is erased first: the row's first columns go to the
+// same terminal while it is measured.
+func (r *recorder) RowStart(res bench.Result) {
+	r.progress.hide()
+	r.text.RowStart(res)
+}
 
 // RowDone is bench.Recorder's.
 func (r *recorder) RowDone(res bench.Result) {
@@ -366,11 +373,13 @@ func (r *recorder) RowDone(res bench.Result) {
 	for _, f := range r.files {
 		f.Row(res)
 	}
+	r.progress.add(1)
 }
 
 // end writes the footer of a finished run and closes the files; the error
 // is the first write error (exit 2).
 func (r *recorder) end(ft report.Footer) error {
+	r.progress.done()
 	r.text.End(ft)
 	var ferr error
 	for _, f := range r.files {
@@ -394,6 +403,7 @@ func (r *recorder) end(ft report.Footer) error {
 // abort ends the table and the files with what stopped the run, one line
 // per message.
 func (r *recorder) abort(msg []string) {
+	r.progress.done()
 	r.text.Abort(strings.Join(msg, "\n"))
 	for _, f := range r.files {
 		f.Abort(msg, time.Now())
@@ -407,6 +417,7 @@ func (r *recorder) close() error {
 		return nil
 	}
 	r.closed = true
+	r.progress.done()
 	var first error
 	for _, f := range r.files {
 		if err := f.out.Close(); err != nil && first == nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
 	"github.com/seed-760dd1f1/cc/cmd/internal/cli"
@@ -32,6 +33,10 @@ type env struct {
 	isTerminal func(io.Writer) bool
 	// hostname names the host in the device lines; nil means os.Hostname.
 	hostname func() (string, error)
+	// progress is --progress: auto, always or never (see wantProgress).
+	progress string
+	// now is the clock of progress lines; nil means time.Now.
+	now func() time.Time
 }
 
 // run is the whole program (see cli.RunFunc).
@@ -47,7 +52,7 @@ func newEnv(args, environ []string, stdout, stderr io.Writer) *env {
 		stdout: stdout, stderr: stderr,
 		viper:      cli.NewViper(envPrefix, environ),
 		readFile:   os.ReadFile,
-		isTerminal: terminal,
+		isTerminal: cli.IsTerminal,
 	}
 }
 
@@ -131,6 +136,11 @@ func newRoot(e *env) *cobra.Command {
 		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	if e.progress == "" {
+		e.progress = progressAuto
+	}
+	root.PersistentFlags().Var(progressFlag{&e.progress}, "progress",
+		"a progress line on stderr for long runs (rank 0): auto (on a terminal, not under CI), always, or never")
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.WithCode(exitUsage, err) })

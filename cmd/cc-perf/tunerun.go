@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 	"github.com/seed-760dd1f1/cc/runtime/comm"
 	"github.com/seed-760dd1f1/cc/runtime/tune"
-	"golang.org/x/sys/unix"
 )
 
 // tuneRun runs one cc-perf tune: join or create the ranks, sweep, and on
@@ -38,7 +36,7 @@ func tuneRun(ctx context.Context, tc *tuneConfig, e *env) error {
 		}
 		return nil
 	}
-	rec := newTuneRecorder(o.Coll.Name, e)
+	rec := newTuneRecorder("tune "+o.Coll.Name, e)
 	runErr := bench.Tune(ctx, bcomms, *o, rec)
 	rec.endProgress()
 
@@ -192,56 +190,43 @@ func countHosts(c *comm.Comm) int {
 
 // tuneRecorder keeps rank 0's rows and draws the progress line.
 type tuneRecorder struct {
-	coll     string
+	what     string
 	configs  []bench.Config
 	rows     []bench.TuneRow
-	progress io.Writer // stderr when it is a terminal, else nil
-	drawn    bool
+	progress *progress // nil: no line
+	e        *env
+	started  bool // progress was made (or found unwanted)
 }
 
-// newTuneRecorder is rank 0's recorder of a sweep called what, with a
-// progress line when stderr is a terminal.
+// newTuneRecorder is rank 0's recorder of a sweep called what ("tune
+// all_reduce", "calibrate all_gather"), with a progress line when e wants
+// one (wantProgress).
 func newTuneRecorder(what string, e *env) *tuneRecorder {
-	r := &tuneRecorder{coll: what}
-	if e.isTerminal != nil && e.isTerminal(e.stderr) {
-		r.progress = e.stderr
-	}
-	return r
+	return &tuneRecorder{what: what, e: e}
 }
 
 func (r *tuneRecorder) Begin(c []bench.Config) { r.configs = c }
 func (r *tuneRecorder) Row(row bench.TuneRow)  { r.rows = append(r.rows, row) }
 
+// Progress draws the line: measurements done of the whole sweep, the size
+// being measured, elapsed time and estimate.
 func (r *tuneRecorder) Progress(p bench.TuneProgress) {
+	if !r.started { // tune runs long by nature: the line shows from the start
+		r.started = true
+		r.progress = newProgress(r.e, "", p.Sizes*p.Steps, 0)
+	}
 	if r.progress == nil {
 		return
 	}
-	what := "warming up"
-	if p.Step > 0 {
-		what = fmt.Sprintf("measurement %d/%d", p.Step, p.Steps)
+	warm := "" // the count is of measurements; warmups come before each size's first
+	if p.Step == 0 {
+		warm = ", warmup"
 	}
-	// \r and erase-line: the line is redrawn in place.
-	fmt.Fprintf(r.progress, "\r\x1b[Kcc-perf tune %s: size %d/%d (%d B), %s", r.coll, p.Size, p.Sizes, p.Bytes, what)
-	r.drawn = true
+	r.progress.set((p.Size-1)*p.Steps+p.Step, fmt.Sprintf("%s: size %d/%d (%d B)%s", r.what, p.Size, p.Sizes, p.Bytes, warm))
 }
 
 // endProgress erases the progress line.
-func (r *tuneRecorder) endProgress() {
-	if r.drawn {
-		fmt.Fprint(r.progress, "\r\x1b[K")
-		r.drawn = false
-	}
-}
-
-// terminal reports whether w is a terminal.
-func terminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
+func (r *tuneRecorder) endProgress() { r.progress.done() }
 
 // probeWritable checks that a file can be created next to path (before a
 // sweep that may take long), creating nothing that stays.

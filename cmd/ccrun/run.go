@@ -127,7 +127,7 @@ func launchJob(ctx context.Context, kill <-chan os.Signal, o *Options, timeout t
 		Environ:   environ,
 		Env:       envRequest(o),
 		Wdir:      o.Wdir,
-		Output:    launch.Output{Stdout: stdout, Stderr: stderr, Tag: o.TagOutput, Label: o.Label, Dir: o.OutputDir},
+		Output:    launch.Output{Stdout: stdout, Stderr: stderr, Tag: o.TagOutput, Label: o.Label, Dir: o.OutputDir, Status: cli.IsTerminal(stderr)},
 		Timeout:   timeout,
 		Grace:     o.Grace,
 		RootAddr:  o.RootAddr,

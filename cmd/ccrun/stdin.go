@@ -31,8 +31,8 @@ func stdinTarget(s string, nranks int) (launch.StdinTarget, error) {
 // (ccrun ... &) would stop ccrun with SIGTTIN; so in the background ccrun waits, and looks
 // again on each SIGCONT (fg sends one).
 func ranksStdin(f *os.File) io.Reader {
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
-		return f // not a terminal
+	if !cli.IsTerminal(f) {
+		return f
 	}
 	return &foreground{f: f}
 }

@@ -182,3 +182,22 @@ func onEveryRank(ctx context.Context, comms []Communicator, f func(ctx context.C
 	}
 	return first
 }
+
+// Rows is the number of table rows Run prints for o on nranks ranks: sizes
+// x types x ops x roots x cycles; -1 when -N 0 runs until interrupted.
+func (o Options) Rows(nranks int) int {
+	if o.Cycles == 0 {
+		return -1
+	}
+	sizes := 0
+	Sizes(o.MinBytes, o.MaxBytes, o.StepBytes, o.StepFactor, func(int64) bool { sizes++; return true })
+	ops := 1
+	if o.Coll.LoopsOps() {
+		ops = len(o.Ops)
+	}
+	roots := 1
+	if o.Coll.Rooted && o.Root < 0 {
+		roots = nranks
+	}
+	return sizes * len(o.Types) * ops * roots * o.Cycles
+}
