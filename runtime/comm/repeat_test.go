@@ -104,3 +104,10 @@ func repeatCalls(c *Comm, cc repeatCase, count int) error {
 }
 
 func putI32(b []byte, i int, v int32) { binary.LittleEndian.PutUint32(b[4*i:], uint32(v)) }
+
+// TestOneShotKilledPeer: a rank killed while the others repeat an 8 B
+// one-shot all-reduce (inline bytes, the repeat path) is named in every
+// other rank's error, and no rank hangs.
+func TestOneShotKilledPeer(t *testing.T) {
+	killPeer(t, "forever-small", func(int) []string { return []string{"NCCL_SHM_DISABLE=0", "NCCL_ALGO=oneshot"} })
+}
