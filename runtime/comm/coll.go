@@ -134,8 +134,7 @@ func (c *Comm) counts(kind algos.Coll, count, root int) (sendCount, recvCount in
 // call validates a collective (control: on the Control path), then runs it
 // now or queues it in the group.
 func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root int) error {
-	a := callArgs{kind: kind, send: addr(send), sendLen: len(send), recv: addr(recv), recvLen: len(recv),
-		count: count, root: root, dt: dt, op: op, forced: c.forced}
+	a := callArgs{kind: kind, count: count, root: root, dt: dt, op: op, forced: c.forced}
 	if !control && c.group.depth == 0 {
 		if ok, err := c.repeat(&a, send, recv); ok {
 			return err

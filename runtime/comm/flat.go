@@ -26,48 +26,59 @@ type flatState struct {
 	seq  uint64          // the last call number
 	task engine.FlatTask // reused by every call
 	// again is the arguments of the last call when it ran a flat row
-	// outside a group and printed nothing: the same arguments again skip
-	// validation, the tuner and the plan lookup (c.cur still holds their
-	// outcome), as NCCL reuses a cached plan. againOK says it is valid.
+	// outside a group and printed nothing: a call with the same arguments
+	// and buffers of the same shape (large enough, in place or apart as
+	// before: cc-perf moves its buffers every call) skips validation, the
+	// tuner and the plan lookup (c.cur holds their outcome), as NCCL
+	// reuses a cached plan. againOK says it is valid.
 	again   callArgs
 	againOK bool
 }
 
-// callArgs is what a collective call is given, and the Force in effect.
+// callArgs is what a collective call is given besides its buffers, and
+// the Force in effect.
 type callArgs struct {
-	kind             algos.Coll
-	send, recv       uintptr
-	sendLen, recvLen int
-	count, root      int
-	dt               reduce.DataType
-	op               reduce.Op
-	forced           *tune.Choice
+	kind        algos.Coll
+	count, root int
+	dt          reduce.DataType
+	op          reduce.Op
+	forced      *tune.Choice
 }
 
 // repeat runs a call whose arguments are those of the last one, when that
-// ran a flat row (flatState.again); ok is false when the call must take
-// the full path.
+// ran a flat row (flatState.again) and send and recv have the last call's
+// shape; ok is false when the call must take the full path.
 func (c *Comm) repeat(a *callArgs, send, recv []byte) (ok bool, err error) {
 	if !c.flat.againOK || c.flat.again != *a || c.failed.Load() {
 		return false, nil
 	}
 	k := &c.cur
+	sendCount, recvCount := c.counts(k.kind, a.count, a.root)
+	es := int64(k.dt.Size())
+	if int64(len(send)) < int64(sendCount)*es || int64(len(recv)) < int64(recvCount)*es {
+		return false, nil
+	}
+	last := [2][]byte{k.send, k.recv}
 	k.send, k.recv = send, recv
+	if c.inPlace(k, sendCount, recvCount) != k.inPlace || (!k.inPlace && overlaps(send[:int64(sendCount)*es], recv[:int64(recvCount)*es])) {
+		k.send, k.recv = last[0], last[1]
+		return false, nil
+	}
 	if c.runFlat(k) != nil || c.Err() != nil {
 		return true, fmt.Errorf("rank %d: %s: %w", c.rank, k.kind, c.failure())
 	}
 	return true, nil
 }
 
-// logsColls reports whether logColl prints anything.
-func (c *Comm) logsColls() bool {
-	return c.log.Enabled(param.DebugInfo, param.SubsysColl) || (c.rank == 0 && c.log.Enabled(param.DebugInfo, param.SubsysTuning))
-}
-
 // remember records a's call, which just ran k, for repeat: only a flat
 // row outside a group that logs nothing.
 func (c *Comm) remember(a *callArgs, k *coll) {
 	c.flat.again, c.flat.againOK = *a, k == &c.cur && k.algo.Flat != nil && !c.logsColls()
+}
+
+// logsColls reports whether logColl prints anything.
+func (c *Comm) logsColls() bool {
+	return c.log.Enabled(param.DebugInfo, param.SubsysColl) || (c.rank == 0 && c.log.Enabled(param.DebugInfo, param.SubsysTuning))
 }
 
 // flatWanted reports whether a flat row may run some collective: every

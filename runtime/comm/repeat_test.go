@@ -3,6 +3,7 @@ package comm
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -57,15 +58,18 @@ func TestOneShotRepeat(t *testing.T) {
 	}
 }
 
-// repeatCalls is one rank's part of TestOneShotRepeat: six repetitions
-// with the same buffers.
+// repeatCalls is one rank's part of TestOneShotRepeat: six repetitions,
+// alternating between two pairs of buffers, then two calls of the same
+// arguments with buffers that validation refuses.
 func repeatCalls(c *Comm, cc repeatCase, count int) error {
 	n, r := c.NRanks(), c.Rank()
 	ns, nr := cc.sizes(count, n)
-	send, recv := make([]byte, 4*ns), make([]byte, 4*nr)
+	// two buffer pairs, used in turn (cc-perf moves its buffers every call)
+	pairs := [2][2][]byte{{make([]byte, 4*ns), make([]byte, 4*nr)}, {make([]byte, 4*ns+8), make([]byte, 4*nr+8)}}
 	ns2, nr2 := cc.sizes(count+1, n)
 	send2, recv2 := make([]byte, 4*ns2), make([]byte, 4*nr2)
 	for k := range 6 {
+		send, recv := pairs[k%2][0], pairs[k%2][1]
 		switch k {
 		case 2: // a Control call of the same shape
 			if err := c.Control().AllReduce(send[:4], recv[:4], 1, reduce.Int32, reduce.Sum); err != nil {
@@ -98,6 +102,18 @@ func repeatCalls(c *Comm, cc repeatCase, count int) error {
 		}
 		if algo, _, _, _ := c.Ran(); algo != algos.OneShot {
 			return fmt.Errorf("repetition %d ran %s, want OneShot", k, algo)
+		}
+	}
+	send, recv := pairs[1][0], pairs[1][1]
+	if nr > 0 {
+		if err := cc.run(c, send, recv[:4*nr-4], count); err == nil || !strings.Contains(err.Error(), "recvbuff has") {
+			return fmt.Errorf("a short recv buffer: %v, want the recvbuff error", err)
+		}
+	}
+	if ns > 0 && nr > 0 && (cc.name != "Broadcast" || r == 0) { // broadcast's non-roots do not read send
+		big := make([]byte, 4*max(ns, nr)+8)
+		if err := cc.run(c, big[2:2+4*ns], big[:4*nr], count); err == nil || !strings.Contains(err.Error(), "overlap") {
+			return fmt.Errorf("overlapping buffers not in place: %v, want the overlap error", err)
 		}
 	}
 	return nil
