@@ -213,7 +213,7 @@ func TestKilledPeerAlgorithms(t *testing.T) {
 			if nvlsSkips(algo, tr.name) {
 				continue // NVLS runs inside one host over shared memory, NVLS_TREE across hosts
 			}
-			t.Run(algo+"/"+tr.name, func(t *testing.T) { killPeer(t, withAlgo(algo, tr.env)) })
+			t.Run(algo+"/"+tr.name, func(t *testing.T) { killPeer(t, "forever", withAlgo(algo, tr.env)) })
 		}
 	}
 }

@@ -134,6 +134,13 @@ func (c *Comm) counts(kind algos.Coll, count, root int) (sendCount, recvCount in
 // call validates a collective (control: on the Control path), then runs it
 // now or queues it in the group.
 func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root int) error {
+	a := callArgs{kind: kind, count: count, root: root, dt: dt, op: op, forced: c.forced}
+	if !control && c.group.depth == 0 {
+		if ok, err := c.repeat(&a, send, recv); ok {
+			return err
+		}
+	}
+	c.flat.againOK = false
 	k := &c.cur // a call outside a group allocates nothing
 	if c.group.depth > 0 {
 		k = new(coll)
@@ -147,7 +154,11 @@ func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int,
 		return nil
 	}
 	c.curs[0] = k
-	return c.runColls(c.curs[:])
+	err := c.runColls(c.curs[:])
+	if err == nil && !control {
+		c.remember(&a, k)
+	}
+	return err
 }
 
 // validate checks a call and describes it in k.

@@ -521,6 +521,7 @@ func (c *Comm) Close() error {
 	if c.group.depth > 0 {
 		return fmt.Errorf("rank %d: close inside a group (GroupStart without GroupEnd)", c.rank)
 	}
+	c.flat.againOK = false // repeat must not reach the unmapped segment
 	c.mu.Lock()
 	c.closing = true
 	aborted := c.err

@@ -23,8 +23,9 @@ func oneShotEnv(extra ...string) map[string]string {
 	return env
 }
 
-// oneShotCounts are below, at and above one piece of 4 KiB of int32.
-var oneShotCounts = []int{0, 1, 3, 1023, 1024, 1025, 5000}
+// oneShotCounts are below, at and above one piece of 4 KiB of int32, and
+// at and above the 56 bytes that ride with the sequence numbers.
+var oneShotCounts = []int{0, 1, 3, 14, 15, 1023, 1024, 1025, 5000}
 
 // TestOneShot runs every one-shot collective over shared memory on one
 // host of 2, 3, 4, 5 and 8 ranks (and one rank, forced, whose slots are
@@ -197,14 +198,16 @@ func TestOneShotRepeatedCallAllocatesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts skipped in -short mode")
 	}
-	const n, count = 2, 3000 // three pieces
+	const n = 2
 	cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv("CC_SHM_SPIN_US", "100000")))
-	for _, cc := range collCases()[:5] {
-		t.Run(cc.name, func(t *testing.T) {
-			if allocs := allocsPerCall(t, cs, cc, count, 50); allocs != 0 {
-				t.Errorf("%v allocations per call, want 0", allocs)
-			}
-		})
+	for _, count := range []int{3000, 2} { // three pieces; inline bytes, repeated (Comm.repeat)
+		for _, cc := range collCases()[:5] {
+			t.Run(fmt.Sprintf("%s/count%d", cc.name, count), func(t *testing.T) {
+				if allocs := allocsPerCall(t, cs, cc, count, 50); allocs != 0 {
+					t.Errorf("%v allocations per call, want 0", allocs)
+				}
+			})
+		}
 	}
 }
 

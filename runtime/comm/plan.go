@@ -258,6 +258,8 @@ type plan struct {
 	// flat is, for a flat row (algos.Flat), the plan of every piece, in
 	// order; the row has no schedules.
 	flat []algos.FlatPlan
+	// inline: every piece fits the staging area's inline bytes.
+	inline bool
 }
 
 // planKey is everything a plan depends on besides the communicator.

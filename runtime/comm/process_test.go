@@ -90,8 +90,11 @@ func childMain() int {
 			return 3
 		}
 		return 0
-	case "forever":
-		const count = 1 << 16
+	case "forever", "forever-small":
+		count := 1 << 16
+		if mode == "forever-small" {
+			count = 2 // 8 B: inline one-shot calls, repeated
+		}
 		send := i32s(count, func(i int) int32 { return input(c.Rank(), i) })
 		recv := make([]byte, 4*count)
 		fmt.Println("started")
@@ -269,13 +272,13 @@ func waitOK(t *testing.T, procs []*rankProc) {
 // dead rank, and exit (hang guard, not a speed bound); over each transport.
 func TestKilledPeer(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) { killPeer(t, tr.env) })
+		t.Run(tr.name, func(t *testing.T) { killPeer(t, "forever", tr.env) })
 	}
 }
 
-func killPeer(t *testing.T, env func(int) []string) {
+func killPeer(t *testing.T, mode string, env func(int) []string) {
 	const n, victim = 4, 2
-	procs := startRanks(t, n, "forever", env)
+	procs := startRanks(t, n, mode, env)
 	for r, p := range procs {
 		l := ""
 		hangGuard(t, 60*time.Second, fmt.Sprintf("rank %d start", r), func() { l = p.line() })

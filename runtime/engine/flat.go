@@ -14,6 +14,12 @@ import (
 type FlatArea interface {
 	// Slot returns rank's slot for call k.
 	Slot(rank int, k uint64) []byte
+	// Inline returns rank's InlineBytes for call k, which a call whose
+	// pieces fit uses instead of its slot: they travel with the sequence
+	// number Post publishes (one cache line).
+	Inline(rank int, k uint64) []byte
+	// InlineBytes is the size of Inline's bytes.
+	InlineBytes() int
 	// Post publishes this rank's slot of call k.
 	Post(k uint64)
 	// Await waits until every rank has posted call k; it returns an error
@@ -30,6 +36,39 @@ type FlatTask struct {
 	Out   []byte // the Output buffer (may be the same memory as In)
 	Type  reduce.DataType
 	Fn    *reduce.Func // the reduction; nil for collectives that do not reduce
+	// Inline runs the call in the area's inline bytes rather than its
+	// slots: every plan fits them (FlatFits).
+	Inline bool
+}
+
+// FlatFits reports whether every piece of plans, of elements of es bytes,
+// fits in bytes of a staging area, as this rank writes it and reads the
+// others': what a call may stage in a FlatArea's inline bytes. Every rank
+// of a call gets the same answer (a rank that writes no slot, as
+// broadcast's non-roots, reads the root's).
+func FlatFits(plans []algos.FlatPlan, es int64, bytes int) bool {
+	for i := range plans {
+		for _, p := range plans[i].Puts {
+			if (p.SlotOff+p.Count)*es > int64(bytes) {
+				return false
+			}
+		}
+		for _, g := range plans[i].Gets {
+			if !g.Local && (g.SlotOff+g.Count)*es > int64(bytes) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// stage returns rank's staging bytes of call k for t: its slot or its
+// inline bytes.
+func (t *FlatTask) stage(area FlatArea, rank int, k uint64) []byte {
+	if t.Inline {
+		return area.Inline(rank, k)
+	}
+	return area.Slot(rank, k)
 }
 
 // RunFlat runs t over area. seq is the area's last call number on this
@@ -41,7 +80,7 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 		pl := &t.Plans[i]
 		*seq++
 		k := *seq
-		mine := area.Slot(t.Rank, k)
+		mine := t.stage(area, t.Rank, k)
 		for _, p := range pl.Puts {
 			dst, src := mine[p.SlotOff*es:(p.SlotOff+p.Count)*es], t.In[p.InOff*es:(p.InOff+p.Count)*es]
 			if p.Pre && t.Fn != nil && t.Fn.HasPre() {
@@ -66,7 +105,7 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 // get does one algos.FlatGet.
 func (t *FlatTask) get(area FlatArea, k uint64, g *algos.FlatGet, es int64) error {
 	dst := t.Out[g.OutOff*es : (g.OutOff+g.Count)*es]
-	slot := func(r int) []byte { return area.Slot(r, k)[g.SlotOff*es : (g.SlotOff+g.Count)*es] }
+	slot := func(r int) []byte { return t.stage(area, r, k)[g.SlotOff*es : (g.SlotOff+g.Count)*es] }
 	switch {
 	case g.Local:
 		src := t.In[g.InOff*es : (g.InOff+g.Count)*es]

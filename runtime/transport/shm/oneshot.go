@@ -8,30 +8,42 @@ import (
 )
 
 // The one-shot area: the staging slots of the one-shot collectives
-// (algos.Flat). Every local rank has a sequence line, the only word it
-// writes there, and two slots of Options.OneShotBytes:
+// (algos.Flat). Every local rank has a sequence line, the only memory it
+// writes there besides its slots, and two slots of Options.OneShotBytes:
 //
-//	seq[0] | seq[1] | ... (one 128-byte line each)      slot 0/0 | slot 0/1 | slot 1/0 | slot 1/1 | ...
+//	line 0 | line 1 | ... (128 bytes each)      slot 0/0 | slot 0/1 | slot 1/0 | slot 1/1 | ...
+//	line r = seq of parity 0 (8) | inline 0 (56) | seq of parity 1 (8) | inline 1 (56)
 //
 // For call k (1, 2, ... the same on every local rank) a rank fills its
-// slot k%2, stores seq = k, waits until every local rank's seq >= k and
-// reads the slots. No reset and no second barrier: a rank writes slot k%2
-// only after it saw every seq >= k-1, so every rank has finished call k-2,
-// the last reader of that slot. A rank that sleeps uses its descriptor
-// entry's futex words (desc.go), which Fail bumps and every Post wakes.
+// slot k%2, or its inline bytes k%2 for a call that fits them, stores its
+// seq of parity k%2 = k, waits until every local rank's seq of parity k%2
+// is >= k and reads the slots (or the inline bytes). No reset and no
+// second barrier: a rank writes slot (and inline bytes) k%2 only after it
+// saw every rank's seq >= k-1, so every rank has finished call k-2, the
+// last reader of that slot. A call that fits the inline bytes moves one
+// 64-byte cache line from each writer to each reader and nothing else:
+// the data rides with its sequence number. A rank that sleeps uses its
+// descriptor entry's futex words (desc.go), which Fail bumps and every
+// Post wakes.
 const (
-	oneShotLine  = 128 // one sequence word per line: one writer each
+	oneShotLine  = 128 // a rank's two (seq, inline bytes) halves: one writer each
+	oneShotHalf  = 64  // one parity's seq and inline bytes: one cache line
 	oneShotAlign = 128 // a slot's size is a multiple of this
 )
+
+// OneShotInline is the number of bytes of a call that ride in the same
+// cache line as its sequence number (OneShot.Inline).
+const OneShotInline = oneShotHalf - 8
 
 // OneShot is this rank's view of the one-shot area. Its methods are not
 // safe for concurrent use: one call at a time, as a communicator runs them.
 type OneShot struct {
 	s       *Segment
 	me      int
-	seqs    []*uint64   // by local rank
-	slots   [2][][]byte // by parity, then local rank
-	waiters []conn      // by local rank: the words of its sleeps, and who it waits for
+	seqs    [2][]*uint64 // by parity, then local rank
+	inline  [2][][]byte  // by parity, then local rank
+	slots   [2][][]byte  // by parity, then local rank
+	waiters []conn       // by local rank: the words of its sleeps, and who it waits for
 }
 
 // OneShot returns the one-shot area, or nil when the segment has none
@@ -43,8 +55,10 @@ func (s *Segment) OneShot() *OneShot {
 	}
 	o := &OneShot{s: s, me: s.o.LocalRank}
 	for r := range g.nranks {
-		o.seqs = append(o.seqs, s.u64(int(g.oneShotOff)+r*oneShotLine))
 		for q := range 2 {
+			line := int(g.oneShotOff) + r*oneShotLine + q*oneShotHalf
+			o.seqs[q] = append(o.seqs[q], s.u64(line))
+			o.inline[q] = append(o.inline[q], s.mem[line+8:line+oneShotHalf:line+oneShotHalf])
 			off := g.oneShotSlotOff(r, q)
 			o.slots[q] = append(o.slots[q], s.mem[off:off+int64(g.oneShotSlot):off+int64(g.oneShotSlot)])
 		}
@@ -60,11 +74,21 @@ func (o *OneShot) SlotBytes() int { return o.s.geo.oneShotSlot }
 // Slot returns local rank r's slot for call k.
 func (o *OneShot) Slot(r int, k uint64) []byte { return o.slots[k%2][r] }
 
+// Inline returns local rank r's OneShotInline bytes for call k: they
+// share the cache line of the sequence number Post stores, so that a call
+// whose data fits them costs one line transfer from each writer to each
+// reader. A call uses its slot or its inline bytes, as it likes: the same
+// rules hold for both.
+func (o *OneShot) Inline(r int, k uint64) []byte { return o.inline[k%2][r] }
+
+// InlineBytes is OneShotInline.
+func (o *OneShot) InlineBytes() int { return OneShotInline }
+
 // Post publishes this rank's slot of call k: everything written to it
 // before is visible to a rank whose Await(k) returned. It wakes the local
 // ranks that sleep.
 func (o *OneShot) Post(k uint64) {
-	atomic.StoreUint64(o.seqs[o.me], k)
+	atomic.StoreUint64(o.seqs[k%2][o.me], k)
 	for r := range o.waiters {
 		if r != o.me {
 			w := &o.waiters[r]
@@ -80,7 +104,7 @@ func (o *OneShot) Post(k uint64) {
 // gone.
 func (o *OneShot) Await(k uint64) error {
 	me := &o.waiters[o.me]
-	for r, seq := range o.seqs {
+	for r, seq := range o.seqs[k%2] {
 		if atomic.LoadUint64(seq) >= k {
 			continue
 		}

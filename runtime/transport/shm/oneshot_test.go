@@ -11,8 +11,9 @@ import (
 	"testing"
 )
 
-// TestOneShotSlots: ranks that write their slot, post, await and read
-// every other rank's slot see exactly what the other wrote for that call,
+// TestOneShotSlots: ranks that write their slot (or their inline bytes),
+// post, await and read every other rank's see exactly what the other
+// wrote for that call,
 // over many calls that reuse both slots, with more ranks than the test
 // machine's cores (the waits yield and sleep).
 func TestOneShotSlots(t *testing.T) {
@@ -48,20 +49,28 @@ func oneShotCalls(os *OneShot, me, n, calls int) error {
 		return fmt.Errorf("slot of %d bytes, want 256", os.SlotBytes())
 	}
 	word := func(r int, k uint64, i int) uint64 { return k<<32 | uint64(r)<<16 | uint64(i) }
+	if len(os.Inline(me, 1)) != OneShotInline || os.InlineBytes() != OneShotInline {
+		return fmt.Errorf("inline bytes %d (InlineBytes %d), want %d", len(os.Inline(me, 1)), os.InlineBytes(), OneShotInline)
+	}
 	for k := uint64(1); k <= uint64(calls); k++ {
-		slot := os.Slot(me, k)
-		for i := 0; i < len(slot); i += 8 {
-			binary.LittleEndian.PutUint64(slot[i:], word(me, k, i))
+		// odd calls stage in the slots, even ones in the inline bytes
+		stage := os.Slot
+		if k%2 == 0 {
+			stage = os.Inline
+		}
+		mine := stage(me, k)
+		for i := 0; i+8 <= len(mine); i += 8 {
+			binary.LittleEndian.PutUint64(mine[i:], word(me, k, i))
 		}
 		os.Post(k)
 		if err := os.Await(k); err != nil {
 			return err
 		}
 		for r := range n {
-			slot := os.Slot(r, k)
-			for i := 0; i < len(slot); i += 8 {
-				if got, want := binary.LittleEndian.Uint64(slot[i:]), word(r, k, i); got != want {
-					return fmt.Errorf("local rank %d, call %d: slot of local rank %d at %d holds %#x, want %#x", me, k, r, i, got, want)
+			b := stage(r, k)
+			for i := 0; i+8 <= len(b); i += 8 {
+				if got, want := binary.LittleEndian.Uint64(b[i:]), word(r, k, i); got != want {
+					return fmt.Errorf("local rank %d, call %d: staging bytes of local rank %d at %d hold %#x, want %#x", me, k, r, i, got, want)
 				}
 			}
 		}
