@@ -81,14 +81,14 @@ func (c *Comm) nvlsDisabled(a algos.Algo) string {
 }
 
 // logStepDisabled says why algorithm a, when it is a log-step row (RecDbl,
-// Rabenseifner), may not run here, or "". They are the algorithms between
+// Rabenseifner, HierRecDbl), may not run here, or "". They are the algorithms between
 // hosts (and between ranks that talk over TCP: NCCL_SHM_DISABLE=1): on one
 // host over shared memory they run only where NCCL_ALGO names them, as
 // NVLS does, because the interleaved runs measured there had them slower
 // than the ring above a few KiB with ranks outnumbering cores (README,
 // Algorithms), and the one-host rows are the ring's and the one-shot's.
 func (c *Comm) logStepDisabled(a algos.Algo) string {
-	if a != algos.RecDbl && a != algos.Rabenseifner {
+	if a != algos.RecDbl && a != algos.Rabenseifner && a != algos.HierRecDbl {
 		return ""
 	}
 	if c.topo.NHosts() == 1 && !c.p.SHMDisable && !c.p.Algo.Set {

@@ -34,6 +34,8 @@ type Model struct {
 	nodes int
 	intra Class // SHM, SHMBusy on hosts with more ranks than cores, or Net when ranks of a host talk TCP
 	steps [algos.NumColls][algos.NumAlgos]Steps
+	// traffic is TrafficOn of every entry on the model's topology.
+	traffic [algos.NumColls][algos.NumAlgos]float64
 }
 
 // New builds the model of the ranks of topo over the entries of mask; the
@@ -58,6 +60,7 @@ func NewIntra(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, intra Class) 
 	for coll := range algos.Coll(algos.NumColls) {
 		for a := range algos.Algo(algos.NumAlgos) {
 			m.steps[coll][a] = StepsOf(coll, a, topo)
+			m.traffic[coll][a] = TrafficOn(coll, a, topo)
 		}
 	}
 	return m
@@ -144,6 +147,10 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 			return Steps{Inter: hops}
 		}
 		return Steps{Intra: hops}
+	case a == algos.HierRecDbl && coll == algos.AllReduce:
+		// Up to the host's leader and back down, one local rank after
+		// the other, and recursive doubling between the leaders.
+		return Steps{Intra: 2 * (topo.MaxPerHost() - 1), Inter: algos.LogStepHops(algos.RecDbl, coll, nodes)}
 	case a == algos.OneShot && algos.OneShotUnavailable(topo) == "":
 		// Copy into the own slot, one synchronization, read the slots.
 		return Steps{Intra: 1}
@@ -226,7 +233,7 @@ func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
 // times the algorithm's efficiency and the ring's bus-to-algorithm factor.
 func (m *Model) BW(coll algos.Coll, a algos.Algo, p protocols.Proto, nch int) float64 {
 	k := &m.c.Class[m.Class()]
-	return min(float64(max(nch, 1))*k.Beta[p], k.BetaMax[p]) * k.Eff[a] * m.algFactor(coll) / Traffic(coll, a, m.n)
+	return min(float64(max(nch, 1))*k.Beta[p], k.BetaMax[p]) * k.Eff[a] * m.algFactor(coll) / m.traffic[coll][a]
 }
 
 // Traffic is the bytes an algorithm moves through one rank's links on its
@@ -270,6 +277,31 @@ func Traffic(coll algos.Coll, a algos.Algo, n int) float64 {
 		return (2*float64(pof2-1)/float64(pof2) + fold) / ring
 	}
 	return (float64(bits.Len(uint(pof2))-1) + fold) / ring
+}
+
+// TrafficOn is Traffic for the ranks of topo: the same, but for HierRecDbl,
+// whose bytes depend on the ranks per host. Its busiest rank is a leader of
+// the largest host, which takes the vectors of its ppn-1 other ranks one
+// after the other, exchanges the whole vector log2 times with the other
+// leaders (once more folding when the hosts are not a power of two) and
+// sends the result back to its ppn-1 ranks: (ppn-1 + log2 + fold) whole
+// buffers each way, against the ring's 2(n-1)/n (exact when every host has
+// as many ranks, an upper bound otherwise).
+func TrafficOn(coll algos.Coll, a algos.Algo, topo *algos.Topo) float64 {
+	n := topo.NRanks
+	if a != algos.HierRecDbl || n <= 1 {
+		return Traffic(coll, a, n)
+	}
+	nodes := topo.NHosts()
+	bufs := float64(topo.MaxPerHost() - 1)
+	if nodes > 1 {
+		pof2 := algos.Pof2Below(nodes)
+		bufs += float64(bits.Len(uint(pof2)) - 1)
+		if pof2 != nodes {
+			bufs++
+		}
+	}
+	return bufs / (2 * float64(n-1) / float64(n))
 }
 
 // oneShotTraffic is OneShot's Traffic (reference small-message-algorithms.md
