@@ -91,6 +91,15 @@ func (c *Comm) logStepDisabled(a algos.Algo) string {
 	if a != algos.RecDbl && a != algos.Rabenseifner && a != algos.HierRecDbl {
 		return ""
 	}
+	if a == algos.HierRecDbl && !c.p.Algo.Set {
+		// Measured 2026-11-27 on 2 fake hosts x 2 ranks (cc-perf tune,
+		// 11 interleaved reps, load average 19-29 on 2 cores): every
+		// entry took 2-4 ms at 8 B-4 KiB and HierRecDbl won no size
+		// clearly (the ring's LL took 2.1 ms at 8 B, HierRecDbl 3.2-3.8
+		// ms): until a quieter run shows where it wins, it runs only
+		// where NCCL_ALGO names it.
+		return fmt.Sprintf("%s runs only where NCCL_ALGO names it (not yet measured to win on its own)", a)
+	}
 	if c.topo.NHosts() == 1 && !c.p.SHMDisable && !c.p.Algo.Set {
 		return fmt.Sprintf("%s runs between hosts, or on one host over TCP (NCCL_SHM_DISABLE=1), unless NCCL_ALGO names it", a)
 	}
