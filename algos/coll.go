@@ -35,7 +35,9 @@ func (c Coll) String() string {
 // family between hosts (recursive doubling all-reduce and all-gather,
 // recursive halving reduce-scatter, Bruck for other rank counts); and
 // Rabenseifner, recursive-halving reduce-scatter then recursive-doubling
-// all-gather (shared/reference/small-message-algorithms.md).
+// all-gather (shared/reference/small-message-algorithms.md); HierRecDbl,
+// an all-reduce composed of a reduce to one leader per host, recursive
+// doubling between the leaders and a broadcast back (logstep_hier.go).
 type Algo int
 
 // The algorithms.
@@ -51,12 +53,13 @@ const (
 	OneShot
 	RecDbl
 	Rabenseifner
+	HierRecDbl
 
 	// NumAlgos is the number of algorithms.
-	NumAlgos = int(Rabenseifner) + 1
+	NumAlgos = int(HierRecDbl) + 1
 )
 
-var algoNames = [NumAlgos]string{"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "CTRing", "OneShot", "RecDbl", "Rabenseifner"}
+var algoNames = [NumAlgos]string{"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "CTRing", "OneShot", "RecDbl", "Rabenseifner", "HierRecDbl"}
 
 // String returns NCCL's name of the algorithm, e.g. "CollNetDirect".
 func (a Algo) String() string {

@@ -36,9 +36,16 @@ func RecDblAllReduce(rank, nranks int, p Part) []Op {
 		x.copyAll(all[0])
 		return x.ops
 	}
-	src, v, ok := x.fold(rank, nranks, all)
+	x.recDbl(rank, nranks, Input, all)
+	return x.ops
+}
+
+// recDbl is recursive doubling among nranks from src (Input, or Output
+// holding a partial result): the fold, the exchanges with each partner of
+// the hypercube, the unfold. The last exchange applies the post-operation.
+func (x *exchanger) recDbl(rank, nranks int, src Buf, all []span) {
+	src, v, ok := x.fold(rank, nranks, src, all)
 	if ok {
-		// Exchange the whole vector with each partner of the hypercube.
 		for mask := 1; mask < Pof2Below(nranks); mask <<= 1 {
 			peer := CubeRank(v^mask, nranks)
 			x.exchange(peer, peer, src, all, all, true, 2*mask == Pof2Below(nranks))
@@ -46,7 +53,6 @@ func RecDblAllReduce(rank, nranks int, p Part) []Op {
 		}
 	}
 	x.unfold(rank, nranks, all)
-	return x.ops
 }
 
 // RabenseifnerAllReduce returns rank's schedule for the part p of a
@@ -61,7 +67,7 @@ func RabenseifnerAllReduce(rank, nranks int, p Part) []Op {
 	}
 	x := &exchanger{chunk: p.Chunk}
 	all := []span{{p.Offset, p.Count}}
-	src, v, ok := x.fold(rank, nranks, all)
+	src, v, ok := x.fold(rank, nranks, Input, all)
 	if ok {
 		// Reduce-scatter by recursive halving: keep one half of the
 		// current range, send the other, reduce the partner's copy of
@@ -103,20 +109,20 @@ func halve(s span, upper bool, align int64) (keep, give span) {
 }
 
 // fold is the first step for n not a power of two: an even rank below
-// 2rem sends its vector to its partner and is out (ok false); the odd one
-// reduces it into Output, from which it goes on (src Output). The other
-// ranks go on from Input. v is the rank's vrank.
-func (x *exchanger) fold(rank, nranks int, all []span) (src Buf, v int, ok bool) {
+// 2rem sends its vector (from) to its partner and is out (ok false); the
+// odd one reduces it with its own into Output, from which it goes on (src
+// Output). The other ranks go on from `from`. v is the rank's vrank.
+func (x *exchanger) fold(rank, nranks int, from Buf, all []span) (src Buf, v int, ok bool) {
 	v = CubeVRank(rank, nranks)
 	peer := FoldPartner(rank, nranks)
 	switch {
 	case peer == NoPeer:
-		return Input, v, true
+		return from, v, true
 	case v == NoPeer:
-		x.exchange(peer, NoPeer, Input, all, nil, false, false)
-		return Input, v, false
+		x.exchange(peer, NoPeer, from, all, nil, false, false)
+		return from, v, false
 	}
-	x.exchange(NoPeer, peer, Input, nil, all, true, false)
+	x.exchange(NoPeer, peer, from, nil, all, true, false)
 	return Output, v, true
 }
 

@@ -30,6 +30,7 @@ type logCase struct {
 	channels            int
 	inPlace             bool
 	slots               int
+	topo                *algos.Topo // nil: every rank on its own host
 }
 
 func (c logCase) String() string {
@@ -37,8 +38,15 @@ func (c logCase) String() string {
 	if c.inPlace {
 		place = "in place"
 	}
-	return fmt.Sprintf("%s %s n=%d count=%d chunk=%d align=%d %s channels=%d %s slots=%d",
-		c.algo, c.coll, c.n, c.count, c.chunk, c.align, c.red.name, c.channels, place, c.slots)
+	hosts := ""
+	if c.topo != nil {
+		for _, h := range c.topo.Hosts {
+			hosts += fmt.Sprintf(" %d", len(h))
+		}
+		hosts = " hosts of" + hosts
+	}
+	return fmt.Sprintf("%s %s n=%d%s count=%d chunk=%d align=%d %s channels=%d %s slots=%d",
+		c.algo, c.coll, c.n, hosts, c.count, c.chunk, c.align, c.red.name, c.channels, place, c.slots)
 }
 
 // parts cuts the count into channel parts; all-reduce's buffer has an
@@ -111,9 +119,13 @@ func runLog(c logCase) ([]algos.Schedule, error) {
 	}
 	var errs []error
 	channels := make([][]algos.Schedule, len(parts))
+	topo := c.topo
+	if topo == nil {
+		topo = algos.FlatTopo(n)
+	}
 	for ch, p := range parts {
 		for r := range n {
-			a := &algos.Args{Rank: r, Topo: algos.FlatTopo(n), Count: size, Part: p, ElemSize: 8}
+			a := &algos.Args{Rank: r, Topo: topo, Count: size, Part: p, ElemSize: 8}
 			s := row.Gen(a)
 			errs = append(errs, linksAmong(ch, r, s, row.Peers(a)))
 			channels[ch] = append(channels[ch], s)

@@ -148,6 +148,7 @@ var Algorithms = []Algorithm{
 	logStepRow(RecDbl, AllReduce, func(a *Args) []Op { return RecDblAllReduce(a.Rank, a.NRanks(), a.Part) }, cubeLinks, false),
 	logStepRow(RecDbl, AllGather, func(a *Args) []Op { return RecDblAllGather(a.Rank, a.NRanks(), a.Count, a.Part) }, recDblAllGatherPeers, true),
 	logStepRow(Rabenseifner, AllReduce, func(a *Args) []Op { return RabenseifnerAllReduce(a.Rank, a.NRanks(), a.Part) }, cubeLinks, false),
+	hierRecDblRow(),
 	oneShotRow(AllReduce),
 	oneShotRow(ReduceScatter),
 	oneShotRow(AllGather),
@@ -158,7 +159,7 @@ var Algorithms = []Algorithm{
 // Preference is the order in which messages list algorithms: the ring
 // first, the default NCCL users know, then the others in NCCL's order.
 // Which one runs is the tuner's choice (runtime/tune).
-var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing, OneShot, RecDbl, Rabenseifner}
+var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing, OneShot, RecDbl, Rabenseifner, HierRecDbl}
 
 // Fallback is the algorithm every collective has a row for, with every
 // protocol: what a program's own coordination runs on whatever the user

@@ -106,3 +106,38 @@ func TestLogStepAllGatherAsProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestHierRecDblOnlyNamed: on two hosts of two ranks HierRecDbl may not run
+// unless NCCL_ALGO names it (it has not been measured to win); named, an
+// 8-byte all-reduce runs it.
+func TestHierRecDblOnlyNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		allowed bool
+	}{
+		{"default", nil, false},
+		{"named", map[string]string{"NCCL_ALGO": "hierrecdbl"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := withHosts(t, hostLayouts(4)["pairs"], testParams(t, tc.env))
+			got := make([]algos.Algo, len(cs))
+			mustEach(t, cs, "AllReduce", func(c *Comm) error {
+				b := make([]byte, 8)
+				if err := c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum); err != nil {
+					return err
+				}
+				got[c.Rank()], _, _, _ = c.Ran()
+				return nil
+			})
+			for r, c := range cs {
+				if ok := c.model.Time(algos.AllReduce, algos.HierRecDbl, protocols.LL, 8, 1) >= 0; ok != tc.allowed {
+					t.Errorf("rank %d: HierRecDbl may run: %v, want %v", r, ok, tc.allowed)
+				}
+				if ran := got[r] == algos.HierRecDbl; ran != tc.allowed {
+					t.Errorf("rank %d ran %s (HierRecDbl allowed: %v)", r, got[r], tc.allowed)
+				}
+			}
+		})
+	}
+}

@@ -81,15 +81,24 @@ func (c *Comm) nvlsDisabled(a algos.Algo) string {
 }
 
 // logStepDisabled says why algorithm a, when it is a log-step row (RecDbl,
-// Rabenseifner), may not run here, or "". They are the algorithms between
+// Rabenseifner, HierRecDbl), may not run here, or "". They are the algorithms between
 // hosts (and between ranks that talk over TCP: NCCL_SHM_DISABLE=1): on one
 // host over shared memory they run only where NCCL_ALGO names them, as
 // NVLS does, because the interleaved runs measured there had them slower
 // than the ring above a few KiB with ranks outnumbering cores (README,
 // Algorithms), and the one-host rows are the ring's and the one-shot's.
 func (c *Comm) logStepDisabled(a algos.Algo) string {
-	if a != algos.RecDbl && a != algos.Rabenseifner {
+	if a != algos.RecDbl && a != algos.Rabenseifner && a != algos.HierRecDbl {
 		return ""
+	}
+	if a == algos.HierRecDbl && !c.p.Algo.Set {
+		// Measured 2026-11-27 on 2 fake hosts x 2 ranks (cc-perf tune,
+		// 11 interleaved reps, load average 19-29 on 2 cores): every
+		// entry took 2-4 ms at 8 B-4 KiB and HierRecDbl won no size
+		// clearly (the ring's LL took 2.1 ms at 8 B, HierRecDbl 3.2-3.8
+		// ms): until a quieter run shows where it wins, it runs only
+		// where NCCL_ALGO names it.
+		return fmt.Sprintf("%s runs only where NCCL_ALGO names it (not yet measured to win on its own)", a)
 	}
 	if c.topo.NHosts() == 1 && !c.p.SHMDisable && !c.p.Algo.Set {
 		return fmt.Sprintf("%s runs between hosts, or on one host over TCP (NCCL_SHM_DISABLE=1), unless NCCL_ALGO names it", a)

@@ -123,6 +123,9 @@ func Default() *Consts {
 		// only where NCCL_ALGO names them (runtime/comm), so these
 		// decide nothing there.
 		k.Eff[algos.RecDbl], k.Eff[algos.Rabenseifner] = 1, 1
+		// HierRecDbl (p-tune2) runs the same engine path: the ring's
+		// efficiency, its bytes in TrafficOn, until calibrated.
+		k.Eff[algos.HierRecDbl] = 1
 	}
 	// Between hosts, measured 2026-11-27 (3 runs of cc-perf calibrate -b 8
 	// -e 4M -f 8 -n 10 --reps 7, 2 ranks on 2 fake hosts over loopback,

@@ -128,7 +128,7 @@ func (x *fitter) busBW(ss []Sample, div func(Sample) float64) []float64 {
 	var out []float64
 	for _, s := range ss {
 		if t := s.TimeUS - x.fm.Lat(s.Coll, s.Algo, s.Proto); t > 0 {
-			out = append(out, float64(s.Bytes)/(1000*t)/x.fm.algFactor(s.Coll)*Traffic(s.Coll, s.Algo, x.fm.n)/div(s))
+			out = append(out, float64(s.Bytes)/(1000*t)/x.fm.algFactor(s.Coll)*x.fm.traffic[s.Coll][s.Algo]/div(s))
 		}
 	}
 	return out

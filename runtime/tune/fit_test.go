@@ -57,10 +57,12 @@ func TestFitRecoversConstants(t *testing.T) {
 		k.AlgoLat[algos.Tree], k.AlgoLat[algos.CTRing] = 4, 9
 		k.Eff[algos.RecDbl], k.Eff[algos.Rabenseifner] = 0.9, 1.1 // whose bytes are not the ring's (Traffic)
 		k.AlgoLat[algos.RecDbl], k.AlgoLat[algos.Rabenseifner] = 2, 3
+		k.Eff[algos.HierRecDbl], k.AlgoLat[algos.HierRecDbl] = 0.85, 1.5 // whose bytes depend on the hosts (TrafficOn)
 		k.OpCost = 1.25
 		mask := fullMask(c.topo)
 		base := fixedConsts(t)
 		base.Class[c.cl].Eff[algos.RecDbl], base.Class[c.cl].Eff[algos.Rabenseifner] = 1, 1 // fit them
+		base.Class[c.cl].Eff[algos.HierRecDbl] = 1
 		m := New(base, c.topo, mask, nil, false)
 		got, f, err := Fit(base, m, synthetic(truth, c.topo, mask), "test")
 		if err != nil {

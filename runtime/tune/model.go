@@ -34,6 +34,8 @@ type Model struct {
 	nodes int
 	intra Class // SHM, SHMBusy on hosts with more ranks than cores, or Net when ranks of a host talk TCP
 	steps [algos.NumColls][algos.NumAlgos]Steps
+	// traffic is TrafficOn of every entry on the model's topology.
+	traffic [algos.NumColls][algos.NumAlgos]float64
 }
 
 // New builds the model of the ranks of topo over the entries of mask; the
@@ -58,6 +60,7 @@ func NewIntra(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, intra Class) 
 	for coll := range algos.Coll(algos.NumColls) {
 		for a := range algos.Algo(algos.NumAlgos) {
 			m.steps[coll][a] = StepsOf(coll, a, topo)
+			m.traffic[coll][a] = TrafficOn(coll, a, topo)
 		}
 	}
 	return m
@@ -144,6 +147,10 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 			return Steps{Inter: hops}
 		}
 		return Steps{Intra: hops}
+	case a == algos.HierRecDbl && coll == algos.AllReduce:
+		// Up to the host's leader and back down, one local rank after
+		// the other, and recursive doubling between the leaders.
+		return Steps{Intra: 2 * (topo.MaxPerHost() - 1), Inter: algos.LogStepHops(algos.RecDbl, coll, nodes)}
 	case a == algos.OneShot && algos.OneShotUnavailable(topo) == "":
 		// Copy into the own slot, one synchronization, read the slots.
 		return Steps{Intra: 1}
@@ -226,21 +233,36 @@ func (m *Model) Lat(coll algos.Coll, a algos.Algo, p protocols.Proto) float64 {
 // times the algorithm's efficiency and the ring's bus-to-algorithm factor.
 func (m *Model) BW(coll algos.Coll, a algos.Algo, p protocols.Proto, nch int) float64 {
 	k := &m.c.Class[m.Class()]
-	return min(float64(max(nch, 1))*k.Beta[p], k.BetaMax[p]) * k.Eff[a] * m.algFactor(coll) / Traffic(coll, a, m.n)
+	return min(float64(max(nch, 1))*k.Beta[p], k.BetaMax[p]) * k.Eff[a] * m.algFactor(coll) / m.traffic[coll][a]
 }
 
 // Traffic is the bytes an algorithm moves through one rank's links on its
 // critical path, relative to the ring's (2(n-1)/n of the buffer for
 // all-reduce, (n-1)/n for all-gather and reduce-scatter): it divides the
 // bandwidth, where Eff stays a fitted constant. Recursive doubling
-// all-reduce moves the whole buffer at each of its exchanges and at the
-// fold and unfold: n log2 n / (2(n-1)) for a power of two (1, 1.33, 1.71
-// at n = 2, 4, 8; 3 at 64). Rabenseifner moves the ring's bytes, and the
-// whole buffer twice more to fold and unfold ranks beyond a power of two
-// (2.25 at n = 3, 2.19 at 5). Every other row, 1.
+// all-reduce moves the whole buffer at each of its exchanges: n log2 n /
+// (2(n-1)) for a power of two (1, 1.33, 1.71 at n = 2, 4, 8; 3 at 64).
+// Rabenseifner moves the ring's bytes. Beyond a power of two both move the
+// whole buffer once more each way: a rank that takes a folded rank's
+// vector receives it and later sends the result back, and with the call
+// cut in chunks those two overlap the exchanges of other chunks (1.5 at
+// n = 3 for both, 1.56 at 5 for Rabenseifner; algos/sim's
+// TestModelMatchesSimulator counts them). PAT beyond a power of two moves
+// more (below). OneShot: oneShotTraffic. Tree, CollNet, NVLS all-reduce
+// and NVLS_TREE, 1: what they move depends on the layout of ranks on
+// hosts, which this does not see, and their fitted efficiency absorbs it.
+// Every other row moves the ring's bytes, 1.
 func Traffic(coll algos.Coll, a algos.Algo, n int) float64 {
 	if a == algos.OneShot {
 		return oneShotTraffic(coll, n)
+	}
+	if a == algos.PAT && n > 3 {
+		// PAT walks the schedule of the next power of two, P: its
+		// busiest rank moves (P-1)/P of the buffer where the ring moves
+		// (n-1)/n (1.75 at n = 5, 1.4 at 6, 1 at powers of two; at
+		// n = 3 the ring's bytes, as algos/sim counts them).
+		p := 1 << bits.Len(uint(n-1))
+		return float64(p-1) / float64(n-1)
 	}
 	if n <= 1 || coll != algos.AllReduce || (a != algos.RecDbl && a != algos.Rabenseifner) {
 		return 1
@@ -249,7 +271,7 @@ func Traffic(coll algos.Coll, a algos.Algo, n int) float64 {
 	ring := 2 * float64(n-1) / float64(n)
 	fold := 0.0
 	if pof2 != n {
-		fold = 2
+		fold = 1
 	}
 	if a == algos.Rabenseifner {
 		return (2*float64(pof2-1)/float64(pof2) + fold) / ring
@@ -257,21 +279,57 @@ func Traffic(coll algos.Coll, a algos.Algo, n int) float64 {
 	return (float64(bits.Len(uint(pof2))-1) + fold) / ring
 }
 
+// TrafficOn is Traffic for the ranks of topo: the same, but for HierRecDbl,
+// whose bytes depend on the ranks per host. Its busiest rank is a leader of
+// the largest host, which takes the vectors of its ppn-1 other ranks one
+// after the other, exchanges the whole vector log2 times with the other
+// leaders (once more folding when the hosts are not a power of two) and
+// sends the result back to its ppn-1 ranks: (ppn-1 + log2 + fold) whole
+// buffers each way, against the ring's 2(n-1)/n (exact when every host has
+// as many ranks, an upper bound otherwise).
+func TrafficOn(coll algos.Coll, a algos.Algo, topo *algos.Topo) float64 {
+	n := topo.NRanks
+	if a != algos.HierRecDbl || n <= 1 {
+		return Traffic(coll, a, n)
+	}
+	nodes := topo.NHosts()
+	bufs := float64(topo.MaxPerHost() - 1)
+	if nodes > 1 {
+		pof2 := algos.Pof2Below(nodes)
+		bufs += float64(bits.Len(uint(pof2)) - 1)
+		if pof2 != nodes {
+			bufs++
+		}
+	}
+	return bufs / (2 * float64(n-1) / float64(n))
+}
+
 // oneShotTraffic is OneShot's Traffic (reference small-message-algorithms.md
-// §6): an all-reduce (or reduce) reads the n-1 other slots, (n-1)S,
-// against the ring's 2(n-1)S/n: n/2 from 3 ranks on. A reduce-scatter
-// copies its whole input into its slot and reads n-1 blocks, (2n-1)S/n,
-// where an all-gather copies one block in and n-1 out, S: (2n-1)/n times
-// the all-gather's, whose own factor is 1 (Eff is fitted on them).
+// §6): the elements the busiest rank copies (into its slot and out of the
+// other ranks'), over the ring's bytes, relative to the all-gather's,
+// whose own factor is 1 (Eff is fitted on them): an all-gather copies one
+// block in and n-1 out, S, n/(n-1) times the ring's (n-1)S/n. An
+// all-reduce copies S in and reads the n-1 other slots, nS, against the
+// ring's 2(n-1)S/n: n/2. A reduce-scatter copies its whole input into its
+// slot and reads n-1 blocks, (2n-1)S/n: (2n-1)/n. A reduce's root copies
+// nS against the ring's S: n-1. A broadcast's busiest rank copies S (the
+// root in, every other rank out), the ring's S: (n-1)/n.
 // Measured on 4 ranks and 2 cores, 2026-11-27: a 2 MiB reduce-scatter took
 // 700-1000 µs by OneShot against the ring's 384-403 µs, which factor 1
 // priced at 481 µs and this prices at 837 µs.
 func oneShotTraffic(coll algos.Coll, n int) float64 {
-	switch {
-	case (coll == algos.AllReduce || coll == algos.Reduce) && n > 2:
+	if n <= 1 {
+		return 1
+	}
+	switch coll {
+	case algos.AllReduce:
 		return float64(n) / 2
-	case coll == algos.ReduceScatter && n > 1:
+	case algos.Reduce:
+		return float64(n - 1)
+	case algos.ReduceScatter:
 		return float64(2*n-1) / float64(n)
+	case algos.Broadcast:
+		return float64(n-1) / float64(n)
 	}
 	return 1
 }
