@@ -132,7 +132,7 @@ func (c *EagerSendConn) write(i int, b []byte) error {
 // socket is writable (only once the write blocks: wblock).
 func (c *EagerSendConn) writeRaw(fd uintptr) bool {
 	for len(c.wbuf) > 0 {
-		n, err := unix.Write(int(fd), c.wbuf)
+		n, err := rawWrite(fd, c.wbuf)
 		switch {
 		case err == unix.EINTR:
 			continue

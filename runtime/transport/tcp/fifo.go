@@ -414,14 +414,17 @@ type RecvConn struct {
 	// once, so that a read allocates nothing); guarded by rmu, and peek by
 	// being the drainer's.
 	hdr            [headerSize]byte
-	rbuf           []byte
+	rvec           iovecs // where the read puts its bytes
+	rnvec          int    // buffers in rvec
 	rn             int
 	rerr           error
 	rprobe, ragain bool
+	rpolls         int // EAGAINs of this spin, to read the clock every few
 	runtil         time.Time
 	readFn, peekFn func(fd uintptr) bool
 	peekBuf        [1]byte
 	perr           error
+	reads          atomic.Uint64 // reads that returned bytes (tests count them)
 }
 
 func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration, g *drainGroup) *RecvConn {
@@ -482,14 +485,22 @@ func (c *RecvConn) setInline(sock net.Conn) bool {
 // readRaw is the callback of one raw read (readSock): true ends the
 // runtime's Read, false makes it wait until the socket is readable.
 func (c *RecvConn) readRaw(fd uintptr) bool {
-	c.rn, c.rerr = unix.Read(int(fd), c.rbuf)
+	c.rn, c.rerr = rawReadv(fd, &c.rvec, c.rnvec)
 	if c.rerr != unix.EAGAIN {
+		if c.rerr == unix.EINTR {
+			c.ragain = true
+		}
 		return true
 	}
 	switch {
 	case c.rprobe:
 		return true // nothing there: report it
-	case !c.runtil.IsZero() && time.Now().Before(c.runtil):
+	case !c.runtil.IsZero() && (c.rpolls%spinClockEvery != 0 || time.Now().Before(c.runtil)):
+		// An EAGAIN read takes ~0.5 us; the clock is read every few.
+		c.rpolls++
+		if c.rpolls > spinYieldAfter {
+			schedYield()
+		}
 		c.ragain = true
 		return true // poll again, without blocking
 	}
@@ -655,12 +666,79 @@ func (c *RecvConn) readFrame(poll bool) error {
 	return nil
 }
 
+// spinClockEvery is how many EAGAIN polls a spinning read makes per look
+// at the clock.
+const spinClockEvery = 8
+
+// spinYieldAfter is how many EAGAIN polls a spinning read makes before it
+// yields its core between polls (sched_yield): on a machine with other
+// runnable work, the peer the read waits for may be that work.
+const spinYieldAfter = 4
+
+// readNext reads the frame Wait wants, with rmu held and the FIFO empty
+// (Wait found frame hseq missing, and every frame before c.want is in the
+// FIFO: c.want == hseq, every earlier frame released). Its slots are the
+// nsteps after the last released frame, as the sender placed them, so the
+// header and the payload are read with one read, straight into the FIFO,
+// as the sender wrote them with one write. A header that says otherwise
+// (a peer running other settings) ends the read before more is read.
+// Frames that do not fit one read's plan go through readFrame.
+func (c *RecvConn) readNext(nsteps, wn int) error {
+	r := c.r
+	r.mu.Lock()
+	step := alignStep(r.head, nsteps)
+	plain := nsteps >= 1 && nsteps <= protocols.NSteps && wn <= nsteps*r.step &&
+		int(step%protocols.NSteps)+nsteps <= protocols.NSteps && r.hseq == c.want
+	var dst []byte
+	if plain {
+		dst = r.slot(step, nsteps)[:wn]
+	}
+	r.mu.Unlock()
+	if !plain {
+		return c.readFrame(true)
+	}
+	hdr := c.hdr[:]
+	got, err := c.readSock2(hdr, dst, 0, headerSize, true, false)
+	if err != nil {
+		return err
+	}
+	size := int(binary.LittleEndian.Uint32(hdr[0:]))
+	hsteps := int(binary.LittleEndian.Uint32(hdr[4:]))
+	hstep := binary.LittleEndian.Uint64(hdr[8:])
+	seq := binary.LittleEndian.Uint64(hdr[16:])
+	switch {
+	case size != wn || hsteps != nsteps:
+		return fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, size, hsteps, wn, nsteps)
+	case hstep != step || seq != c.want:
+		return fmt.Errorf("protocol error: frame seq %d (want %d) step %d (want %d)", seq, c.want, hstep, step)
+	}
+	if got < headerSize+wn {
+		if _, err := c.readSock2(hdr, dst, got, headerSize+wn, false, false); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	r.ent[seq%protocols.NSteps] = entry{seq: seq, step: step, nsteps: nsteps, size: size, done: true, valid: true}
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	c.want++
+	return nil
+}
+
 // readSock reads len(b) bytes from an inline connection's socket. With
 // spin it first polls for c.spin; with probe it returns 0 bytes at once if
 // nothing is there yet. Otherwise it blocks (the runtime's poller) until
 // b is full, the socket fails or its read deadline passes (Fail).
 func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
-	n, err := c.readSockArmed(b, spin, probe)
+	return c.readSock2(b, nil, 0, len(b), spin, probe)
+}
+
+// readSock2 is readSock into a and then b, as one stream: it reads from
+// byte off of the two until it has at least want bytes of them, each read
+// taking as much of the rest as the socket holds. It returns the bytes of
+// a and b filled (up to len(a)+len(b)).
+func (c *RecvConn) readSock2(a, b []byte, off, want int, spin, probe bool) (int, error) {
+	n, err := c.readSockArmed(a, b, off, want, spin, probe)
 	if c.rarmed {
 		c.rarmed = false
 		c.drain.disarm(c)
@@ -668,15 +746,16 @@ func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
 	return n, err
 }
 
-// readSockArmed is readSock but for disarming the drainers it armed.
-func (c *RecvConn) readSockArmed(b []byte, spin, probe bool) (int, error) {
-	c.runtil = time.Time{}
+// readSockArmed is readSock2 but for disarming the drainers it armed.
+func (c *RecvConn) readSockArmed(a, b []byte, got, want int, spin, probe bool) (int, error) {
+	c.runtil, c.rpolls = time.Time{}, 0
 	if spin && c.spin > 0 {
 		c.runtil = time.Now().Add(c.spin)
 	}
-	got := 0
-	for got < len(b) {
-		c.rbuf, c.rprobe, c.ragain = b[got:], probe && got == 0, false
+	first := got
+	for got < want {
+		c.rnvec = c.rvec.set(a, b, got)
+		c.rprobe, c.ragain = probe && got == first, false
 		err := c.rc.Read(c.readFn)
 		switch {
 		case err != nil:
@@ -684,15 +763,16 @@ func (c *RecvConn) readSockArmed(b []byte, spin, probe bool) (int, error) {
 		case c.ragain:
 			continue
 		case c.rprobe && c.rerr == unix.EAGAIN:
-			return 0, nil
+			return got, nil
 		case c.rerr != nil:
 			return got, c.rerr
 		case c.rn == 0:
 			return got, io.EOF
 		}
+		c.reads.Add(1)
 		got += c.rn
 	}
-	c.rbuf = nil
+	c.rvec = iovecs{} // hold on to no buffer
 	return got, nil
 }
 
@@ -720,7 +800,7 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 		return nil, c.slotsOpen("Wait")
 	}
 	if c.inline {
-		if err := c.waitInline(); err != nil {
+		if err := c.waitInline(nsteps, protocols.WireBytes(c.proto, nbytes)); err != nil {
 			return nil, err
 		}
 	}
@@ -761,11 +841,12 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	}
 }
 
-// waitInline makes sure the next frame is in the FIFO: it is there, or
-// Wait reads it itself, polling the socket for c.spin before it blocks, so
-// that a small message costs no hand-off between goroutines; or the
-// drainer is reading it and Wait waits for that.
-func (c *RecvConn) waitInline() error {
+// waitInline makes sure the next frame, expected to hold wn wire bytes in
+// nsteps steps, is in the FIFO: it is there, or Wait reads it itself
+// (readNext), polling the socket for c.spin before it blocks, so that a
+// small message costs no hand-off between goroutines; or the drainer is
+// reading it and Wait waits for that.
+func (c *RecvConn) waitInline(nsteps, wn int) error {
 	r := c.r
 	for {
 		if r.ready() {
@@ -781,7 +862,7 @@ func (c *RecvConn) waitInline() error {
 				c.rmu.Unlock()
 				return nil
 			}
-			err := c.readFrame(true)
+			err := c.readNext(nsteps, wn)
 			c.rmu.Unlock()
 			if err != nil {
 				if !r.failed() {

@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -129,6 +128,11 @@ func TestPingPongEverySize(t *testing.T) {
 			if n := r.(*RecvConn).peeks.Load(); n != 0 {
 				t.Errorf("%s: the drainer found %d of %d frames first, want 0", name, n, max)
 			}
+			// Each frame is one write of at most a step and its header,
+			// which loopback delivers whole: Wait reads it with one read.
+			if n := r.(*RecvConn).reads.Load(); n != uint64(max) {
+				t.Errorf("%s: %d reads returned data for %d frames, want one per frame", name, n, max)
+			}
 		}
 	})
 }
@@ -182,26 +186,71 @@ func TestBlockedReceiveDrainsOthers(t *testing.T) {
 	}
 }
 
-// TestPeerClosesMidFrame: a peer that closes its socket halfway through a
-// frame fails the receive that reads it, polling or not, with an error
-// naming the peer, instead of leaving it waiting.
+// TestPeerClosesMidFrame: a peer that closes its socket partway through
+// a frame (before a byte, in its header, halfway through its lines) fails
+// the receive that reads it, polling or not, with an error naming the
+// peer, instead of leaving it waiting.
 func TestPeerClosesMidFrame(t *testing.T) {
 	eachInline(t, []time.Duration{0, time.Minute}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
-		a, b := listen(t, 0), listen(t, 1)
-		b.SetSpin(spin)
-		s, r := connectProto(t, a, b, p, 4096)
 		const n = 1000
 		wn := protocols.WireBytes(p, n)
-		frame := make([]byte, headerSize+wn/2) // the header, half the lines
-		binary.LittleEndian.PutUint32(frame[0:], uint32(wn))
-		binary.LittleEndian.PutUint32(frame[4:], 1)
-		go func() {
-			s.(*EagerSendConn).socks[0].Write(frame)
-			s.Close()
-		}()
-		err := returns(t, "a receive of a frame cut short", func() error { _, err := r.Wait(1, n); return err })
-		if err == nil || !strings.Contains(err.Error(), "closed by the peer") || !strings.Contains(err.Error(), "rank 0") {
-			t.Fatalf("Wait: %v, want the connection from rank 0 closed by the peer", err)
+		for _, cut := range []int{0, headerSize / 2, headerSize + wn/2} {
+			t.Run(fmt.Sprintf("cut=%d", cut), func(t *testing.T) {
+				a, b := listen(t, 0), listen(t, 1)
+				b.SetSpin(spin)
+				s, r := connectProto(t, a, b, p, 4096)
+				frame := make([]byte, headerSize+wn)
+				putHeader((*[headerSize]byte)(frame), wn, 1, 0, 0)
+				go func() {
+					s.(*EagerSendConn).socks[0].Write(frame[:cut])
+					s.Close()
+				}()
+				err := returns(t, "a receive of a frame cut short", func() error { _, err := r.Wait(1, n); return err })
+				if err == nil || !strings.Contains(err.Error(), "closed by the peer") || !strings.Contains(err.Error(), "rank 0") {
+					t.Fatalf("Wait: %v, want the connection from rank 0 closed by the peer", err)
+				}
+			})
+		}
+	})
+}
+
+// TestInlineFrameMismatch: a peer whose frame is not the one Wait expects
+// (another size or step count: other settings; another step or sequence
+// number: a broken stream) fails the receive with an error saying so,
+// polling or not, also when the frame is shorter than the one expected
+// and nothing follows it (Wait reads one frame's worth at once: it must
+// stop at the header instead of waiting for bytes that never come).
+func TestInlineFrameMismatch(t *testing.T) {
+	eachInline(t, []time.Duration{0, time.Minute}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
+		const n = 200
+		wn := protocols.WireBytes(p, n)
+		line := p.LineBytes()
+		for _, tc := range []struct {
+			name         string
+			size, nsteps int
+			step, seq    uint64
+			want         string
+		}{
+			{"shorter", wn - line, 1, 0, 0, "same NCCL_* settings"},
+			{"longer", wn + line, 1, 0, 0, "same NCCL_* settings"},
+			{"more steps", wn, 2, 0, 0, "same NCCL_* settings"},
+			{"step", wn, 1, 1, 0, "protocol error"},
+			{"seq", wn, 1, 0, 1, "protocol error"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				a, b := listen(t, 0), listen(t, 1)
+				b.SetSpin(spin)
+				s, r := connectProto(t, a, b, p, 4096)
+				frame := make([]byte, headerSize+tc.size)
+				putHeader((*[headerSize]byte)(frame), tc.size, tc.nsteps, tc.step, tc.seq)
+				if _, err := s.(*EagerSendConn).socks[0].Write(frame); err != nil {
+					t.Fatal(err)
+				}
+				err := returns(t, "a receive of a mismatched frame", func() error { _, err := r.Wait(1, n); return err })
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Wait: %v, want an error containing %q", err, tc.want)
+				}
+			})
 		}
 	})
 }
