@@ -3,8 +3,8 @@ package timed
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"math"
+	"slices"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/algos/sim"

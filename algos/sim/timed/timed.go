@@ -98,8 +98,8 @@ type Params struct {
 	// (GB/s); 0 means unlimited. FlowCap bounds one connection's flow
 	// (0: unlimited).
 	Uplink, Downlink, FlowCap float64
-	SlowLinks             []SlowLink
-	Fabric                *LeafSpine // nil: a non-blocking fabric
+	SlowLinks                 []SlowLink
+	Fabric                    *LeafSpine // nil: a non-blocking fabric
 }
 
 // Traffic is what crossed one connection.
