@@ -138,6 +138,7 @@ func newRoot(e *env) *cobra.Command {
 	root.AddCommand(newTuneCmd(e))
 	root.AddCommand(newCalibrateCmd(e))
 	root.AddCommand(newFabricCmd(e))
+	root.AddCommand(newPredictCmd(e))
 	return root
 }
 
