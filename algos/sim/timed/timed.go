@@ -43,7 +43,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -192,21 +191,21 @@ func (h *events) Pop() any {
 
 // Sim is the state of one Run.
 type Sim struct {
-	p      *Params
-	now    float64
-	seq    int64
-	heap   events
-	actors []actor
-	conns  []*conn
-	res    []resource
-	names  []string // of each resource
-	busy   []float64
-	acts   []*activity
-	dirty  bool
-	work   []int
-	pool   []int // resource of each host's core pool, or -1
-	nev    int64
-	linkOf map[sim.Link]*conn
+	p       *Params
+	now     float64
+	seq     int64
+	heap    events
+	actors  []actor
+	conns   []*conn
+	res     []resource
+	names   []string // of each resource
+	done    completions
+	touched []*activity // activities whose component needs a new solve
+	stamp   int
+	work    []int
+	pool    []int // resource of each host's core pool, or -1
+	nev     int64
+	linkOf  map[sim.Link]*conn
 }
 
 // Run replays channels[c][r], rank r's schedule on channel c, for every
@@ -257,42 +256,39 @@ func (s *Sim) at(t float64, kind int, c *conn, a int) {
 func (s *Sim) addResource(name string, capacity float64) int {
 	s.res = append(s.res, resource{capacity: capacity})
 	s.names = append(s.names, name)
-	s.busy = append(s.busy, 0)
 	return len(s.res) - 1
 }
 
 // loop runs the clock until no event and no activity is left.
 func (s *Sim) loop() error {
+	s.stamp = 1
 	for {
-		for len(s.work) > 0 {
-			a := s.work[len(s.work)-1]
-			s.work = s.work[:len(s.work)-1]
-			s.try(a)
-		}
-		if s.dirty {
-			solve(s.res, s.acts)
-			s.dirty = false
-		}
-		next, first := math.Inf(1), -1
-		for i, a := range s.acts {
-			if a.rate > 0 {
-				if t := s.now + a.remaining/a.rate; t < next {
-					next, first = t, i
-				}
+		for len(s.work) > 0 || len(s.touched) > 0 {
+			for len(s.work) > 0 {
+				a := s.work[len(s.work)-1]
+				s.work = s.work[:len(s.work)-1]
+				s.try(a)
 			}
+			s.resolve()
 		}
-		if len(s.heap) > 0 && s.heap[0].t <= next {
-			next, first = s.heap[0].t, -1
+		for len(s.done) > 0 && s.done[0].version != s.done[0].a.version {
+			heap.Pop(&s.done) // stale: the rate changed since
 		}
-		if math.IsInf(next, 1) {
-			break
-		}
-		s.advance(next)
-		if first >= 0 {
-			s.complete(first)
+		switch {
+		case len(s.done) > 0 && (len(s.heap) == 0 || s.done[0].t < s.heap[0].t):
+			c := heap.Pop(&s.done).(completion)
+			s.now = max(s.now, c.t)
+			s.nev++
+			s.finish(c.a)
 			continue
+		case len(s.heap) == 0:
+			for i := range s.res {
+				s.settleRes(&s.res[i])
+			}
+			return s.deadlock()
 		}
 		e := heap.Pop(&s.heap).(event)
+		s.now = max(s.now, e.t)
 		s.nev++
 		switch e.kind {
 		case evStart:
@@ -306,51 +302,6 @@ func (s *Sim) loop() error {
 			s.work = append(s.work, e.c.producer)
 		}
 	}
-	return s.deadlock()
-}
-
-// advance moves the clock to t, progressing every activity at its rate.
-func (s *Sim) advance(t float64) {
-	dt := t - s.now
-	if dt > 0 {
-		for _, a := range s.acts {
-			a.remaining -= a.rate * dt
-			for _, r := range a.res {
-				s.busy[r] += a.rate * dt / s.res[r].capacity
-			}
-		}
-	}
-	s.now = t
-}
-
-// complete ends activity i (the first to finish) and every other one
-// finished by now.
-func (s *Sim) complete(i int) {
-	s.acts[i].remaining = 0
-	var done []*activity
-	kept := s.acts[:0]
-	for _, a := range s.acts {
-		if a.remaining <= 1e-9*max(1, a.rate) {
-			done = append(done, a)
-		} else {
-			kept = append(kept, a)
-		}
-	}
-	s.acts = kept
-	s.dirty = true
-	for _, a := range done {
-		s.nev++
-		a.done(s)
-	}
-}
-
-func (s *Sim) start(a *activity) {
-	if len(a.res) == 0 && math.IsInf(a.cap, 1) {
-		a.done(s) // nothing limits it: it takes no time
-		return
-	}
-	s.acts = append(s.acts, a)
-	s.dirty = true
 }
 
 // deadlock reports the actors left with Ops when the clock stopped.
@@ -387,14 +338,14 @@ func (s *Sim) result() Result {
 		r.Bottleneck = "none"
 		return r
 	}
-	for i, b := range s.busy {
-		if f := b / r.Time; f > r.Busy {
+	for i := range s.res {
+		if f := s.res[i].busy / r.Time; f > r.Busy+1e-9 {
 			r.Busy, r.Bottleneck = f, s.names[i]
 		}
 	}
 	for i := range s.actors {
 		a := &s.actors[i]
-		if f := a.cpu / r.Time; f > r.Busy {
+		if f := a.cpu / r.Time; f > r.Busy+1e-9 {
 			r.Busy, r.Bottleneck = f, fmt.Sprintf("cpu of rank %d channel %d lane %d", a.rank, a.ch, a.lane)
 		}
 	}
