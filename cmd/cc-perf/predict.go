@@ -53,7 +53,7 @@ func (f *predictFlags) register(fs *pflag.FlagSet) {
 	i(&f.root, "root", "r", 0, 1<<30, "root rank of broadcast and reduce")
 	i(&f.showAlg, "output_algo_proto_channels", "A", 0, 1, "1: add the algo proto nchannels columns of the tuner's pick")
 	fs.StringVarP(&f.json, "output_file", "J", "", "also write the prediction as JSON to this file")
-	i(&f.cores, "cores", "", 0, 1<<16, "cores per host, shared by its ranks' CPU stages (0: a core per rank)")
+	i(&f.cores, "cores", "", 0, 1<<16, "cores per host, shared by its ranks' CPU stages (0: as many as its ranks)")
 	i(&f.shared, "shared-cores", "", 0, 1<<16, "cores shared by every host (hosts on one machine, as the testbed's); overrides --cores")
 	fs.StringArrayVar(&f.slowHosts, "slow-host", nil, "what-if: host K's CPU stages FACTOR times slower: K=FACTOR (repeatable)")
 	fs.StringArrayVar(&f.slowLinks, "slow-link", nil, "what-if: flows between hosts A and B at the link rate / FACTOR: A-B=FACTOR (repeatable; needs --link)")

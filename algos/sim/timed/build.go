@@ -122,7 +122,7 @@ func (s *Sim) wire(byLink map[sim.Link]*conn) {
 	for _, c := range s.conns {
 		c.srcHost, _ = topo.Host(c.link.Src)
 		c.dstH, _ = topo.Host(c.link.Dst)
-		if c.srcHost == c.dstH {
+		if c.srcHost == c.dstH && !(p.Wrap && c.link.Dst <= c.link.Src) {
 			continue
 		}
 		c.inter = true
@@ -135,7 +135,7 @@ func (s *Sim) wire(byLink map[sim.Link]*conn) {
 				f.res = append(f.res, r)
 			}
 		}
-		if p.Fabric != nil {
+		if p.Fabric != nil && c.srcHost != c.dstH {
 			if ls, ld := c.srcHost/p.Fabric.HostsPerLeaf, c.dstH/p.Fabric.HostsPerLeaf; ls != ld {
 				f.res = append(f.res, leafUp[ls], leafDown[ld])
 			}

@@ -99,6 +99,13 @@ type Params struct {
 	Uplink, Downlink, FlowCap float64
 	SlowLinks                 []SlowLink
 	Fabric                    *LeafSpine // nil: a non-blocking fabric
+
+	// Wrap says that Topo is one host standing for every host of a ring
+	// rotated by one host (a folded replay): a connection from a rank to a
+	// rank not above it (the last rank's send to the first) leaves for
+	// the next host, over the host's uplink and the downlink that stands
+	// for the next host's.
+	Wrap bool
 }
 
 // Traffic is what crossed one connection.

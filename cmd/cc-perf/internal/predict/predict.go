@@ -46,8 +46,14 @@ type Config struct {
 	LateStarts            []LateStart
 	Fabric                *timed.LeafSpine
 	// MaxTransfers bounds the slice transfers of one replay (estimated
-	// before it runs); above it the prediction is refused.
+	// before it runs); above it a ring is folded, a tree extrapolated,
+	// anything else refused.
 	MaxTransfers int64
+
+	// Skipped lists, after Validate, the candidates left out because no
+	// replay of them fits MaxTransfers (only without Algos).
+	Skipped []string
+	skip    []candidate
 }
 
 // SlowHost makes one host's CPU stages Factor times slower.
@@ -80,6 +86,10 @@ type Entry struct {
 	Bottleneck string
 	Busy       float64 // the bottleneck's busy fraction
 	Transfers  int64   // slices the replay moved
+	// Shortcut, when not empty, says how the replay was made cheaper
+	// (folded, extrapolated) and BoundUS bounds the error it adds.
+	Shortcut string
+	BoundUS  float64
 }
 
 // Row is one size.
@@ -200,7 +210,7 @@ func (c *Config) candidates(fn algos.Coll) []candidate {
 			continue
 		}
 		for _, p := range row.Protos() {
-			if c.Protos == nil || contains(c.Protos, p) {
+			if (c.Protos == nil || contains(c.Protos, p)) && !contains(c.skip, candidate{row: row, proto: p}) {
 				out = append(out, candidate{row: row, proto: p})
 			}
 		}
@@ -236,6 +246,15 @@ func (c *Config) intra() tune.Class {
 		return tune.SHMBusy
 	}
 	return tune.SHM
+}
+
+// cores is each host's core pool: --cores, else one core per rank, which
+// the lanes of a rank (the tree's up and down halves) share.
+func (c *Config) cores() int {
+	if c.Cores == 0 {
+		return c.PPN
+	}
+	return c.Cores
 }
 
 // model is the tuner's model over the candidates.
@@ -309,31 +328,83 @@ func (c *Config) shape(k candidate, nbytes int64) shape {
 }
 
 // checkBounds refuses, before anything runs, a size and candidate whose
-// exact replay would exceed MaxTransfers.
+// replay would exceed MaxTransfers even with a shortcut. Without --algo
+// such candidates are left out instead (Skipped says which).
 func (c *Config) checkBounds(fn algos.Coll) error {
 	n := c.Hosts * c.PPN
+	c.skip = nil
 	for _, size := range c.Sizes {
-		nbytes := c.Coll.Counts(size/int64(c.ElemSize), int64(c.ElemSize), n).Bytes(int64(c.ElemSize))
+		cn := c.Coll.Counts(size/int64(c.ElemSize), int64(c.ElemSize), n)
+		nbytes := cn.Bytes(int64(c.ElemSize))
 		for _, k := range c.candidates(fn) {
-			if est := c.shape(k, nbytes).transfers; est > c.MaxTransfers {
-				return fmt.Errorf("%s/%s on %d ranks x %d bytes needs about %d slice transfers, above the exact replay's bound of %d (--max-transfers); folding symmetric ranks is not built yet", k.row.Algo, k.proto, n, nbytes, est, c.MaxTransfers)
+			err := c.fits(k, c.shape(k, nbytes), cn.Param)
+			switch {
+			case err == nil:
+			case c.Algos != nil:
+				return fmt.Errorf("%s/%s at %d bytes: %w", k.row.Algo, k.proto, nbytes, err)
+			default:
+				c.skip = append(c.skip, k)
+				c.Skipped = append(c.Skipped, fmt.Sprintf("%s/%s (at %d bytes: %v)", k.row.Algo, k.proto, nbytes, err))
 			}
 		}
+	}
+	if len(c.candidates(fn)) == 0 {
+		return fmt.Errorf("no algorithm fits the replay's bound on %d ranks: %s", n, strings.Join(c.Skipped, "; "))
 	}
 	return nil
 }
 
-// replay runs one candidate at count elements (the call's count argument).
-func (c *Config) replay(k candidate, count, nbytes int64) (Entry, error) {
-	topo := c.topo()
-	n := topo.NRanks
-	sh := c.shape(k, nbytes)
-	scheds := make([]algos.Schedule, n)
-	for r := range n {
-		scheds[r] = k.row.Gen(&algos.Args{Rank: r, Topo: topo, Root: c.Root, Count: count, ElemSize: c.ElemSize,
-			Part: algos.Part{Count: count, Chunk: sh.chunk, Align: sh.align}})
+// fits says why a candidate's replay at count elements would exceed the
+// bound, or nil.
+func (c *Config) fits(k candidate, sh shape, count int64) error {
+	switch {
+	case sh.transfers <= c.MaxTransfers:
+		return nil
+	case c.foldable(k):
+		if est := sh.transfers / int64(c.Hosts); est > c.MaxTransfers {
+			return fmt.Errorf("%d ranks folded into one host still need about %d slice transfers, above the bound of %d (--max-transfers)", c.Hosts*c.PPN, est, c.MaxTransfers)
+		}
+		return nil
+	case k.row.Algo == algos.Tree:
+		_, _, err := c.loopPlan(sh, count)
+		return err
 	}
-	res, err := timed.Run(c.params(k, topo, sh.g, sh.step), [][]algos.Schedule{scheds})
+	return fmt.Errorf("%d ranks need about %d slice transfers, above the exact replay's bound of %d (--max-transfers); only rings fold and trees extrapolate", c.Hosts*c.PPN, sh.transfers, c.MaxTransfers)
+}
+
+// replay runs one candidate at count elements (the call's count
+// argument): exactly when its estimated transfers are within
+// MaxTransfers, else folded (shortcut.go) or extrapolated over loops.
+func (c *Config) replay(k candidate, count, nbytes int64) (Entry, error) {
+	sh := c.shape(k, nbytes)
+	switch {
+	case sh.transfers <= c.MaxTransfers:
+		return c.exact(k, sh, count)
+	case c.foldable(k):
+		return c.fold(k, sh, count)
+	case k.row.Algo == algos.Tree:
+		return c.extrapolate(k, sh, count)
+	}
+	return Entry{}, c.fits(k, sh, count)
+}
+
+// exact replays every rank.
+func (c *Config) exact(k candidate, sh shape, count int64) (Entry, error) {
+	topo := c.topo()
+	scheds := make([]algos.Schedule, topo.NRanks)
+	for r := range scheds {
+		scheds[r] = c.gen(k, sh, topo, r, count)
+	}
+	return c.run(k, c.params(k, topo, sh.g, sh.step), scheds)
+}
+
+func (c *Config) gen(k candidate, sh shape, topo *algos.Topo, r int, count int64) algos.Schedule {
+	return k.row.Gen(&algos.Args{Rank: r, Topo: topo, Root: c.Root, Count: count, ElemSize: c.ElemSize,
+		Part: algos.Part{Count: count, Chunk: sh.chunk, Align: sh.align}})
+}
+
+func (c *Config) run(k candidate, p *timed.Params, scheds []algos.Schedule) (Entry, error) {
+	res, err := timed.Run(p, [][]algos.Schedule{scheds})
 	if err != nil {
 		return Entry{}, err
 	}
@@ -344,19 +415,26 @@ func (c *Config) replay(k candidate, count, nbytes int64) (Entry, error) {
 	return Entry{Algo: k.row.Algo, Proto: k.proto, TimeUS: res.Time / 1000, Bottleneck: res.Bottleneck, Busy: res.Busy, Transfers: moved}, nil
 }
 
-// transfers estimates the slice transfers of a replay: ranks x the Ops of
-// one loop (about the steps of a chunk) x loops x slices per chunk. The
-// ring family moves nranks chunks a loop; the tree one.
+// transfers estimates the slice transfers of a replay: ranks x the
+// sends of one loop x loops x slices per chunk. The ring family's loop
+// moves nranks chunks, with a send per step of its critical path; the
+// tree's moves one chunk down each of its two trees, a rank sending
+// to at most 3 peers a tree; the log-step rows move every chunk at each
+// of their exchanges.
 func (c *Config) transfers(a algos.Algo, g algos.Geometry, n int, nbytes, chunkBytes int64) int64 {
 	fn, _ := c.Coll.Func()
-	steps := int64(tune.StepsOf(fn, a, c.topo()).Total() + 2)
-	per := chunkBytes
-	if a != algos.Tree {
+	sends := int64(tune.StepsOf(fn, a, c.topo()).Total() + 2)
+	per := max(chunkBytes, 1)
+	switch a {
+	case algos.Tree:
+		sends = 6
+	case algos.RecDbl, algos.Rabenseifner:
+	default:
 		per *= int64(n)
 	}
-	loops := (nbytes + per - 1) / max(per, 1)
+	loops := max((nbytes+per-1)/per, 1)
 	slices := int64(g.ChunkSteps / g.SliceSteps)
-	return int64(n) * steps * max(loops, 1) * slices
+	return int64(n) * sends * loops * slices
 }
 
 // params maps the constants, links and what-ifs onto the replay.
@@ -377,7 +455,7 @@ func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step in
 		Intra: timed.Class{Alpha: intra.Alpha[p] * 1000, Beta: intra.Beta[p]},
 		Inter: timed.Class{Alpha: inter.Alpha[p]*1000 + c.LinkLatency, Beta: inter.Beta[p]},
 		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
-		Cores: c.Cores, SharedCores: c.SharedCores,
+		Cores: c.cores(), SharedCores: c.SharedCores,
 		Uplink: c.LinkRate, Downlink: c.LinkRate, SlowLinks: c.SlowLinks, Fabric: c.Fabric}
 	if len(c.SlowHosts) > 0 {
 		tp.SlowHost = make([]float64, c.Hosts)

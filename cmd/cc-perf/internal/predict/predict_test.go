@@ -118,7 +118,9 @@ func TestBadInput(t *testing.T) {
 		{"p2p", func(c *Config) { c.Coll = coll("alltoall") }, "point-to-point"},
 		{"slow link without a rate", func(c *Config) { c.SlowLinks = []timed.SlowLink{{A: 0, B: 1, Factor: 2}} }, "gives none"},
 		{"slow host out of range", func(c *Config) { c.SlowHosts = []SlowHost{{Host: 5, Factor: 2}} }, "want a host in [0, 2)"},
-		{"too big", func(c *Config) { c.Hosts, c.PPN, c.Sizes = 512, 8, []int64{1 << 30} }, "above the exact replay's bound"},
+		{"too big", func(c *Config) {
+			c.Hosts, c.PPN, c.Sizes, c.Algos = 512, 8, []int64{1 << 30}, []algos.Algo{algos.CTRing}
+		}, "above the exact replay's bound"},
 	} {
 		c := base()
 		tc.edit(c)
@@ -126,5 +128,113 @@ func TestBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v, want one line with %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestFoldEqualsFullReplay(t *testing.T) {
+	// A ring on identical hosts: one host's ranks replayed for all of them
+	// give the time of every rank replayed, at sizes that divide evenly
+	// (no rounding) and with links that bind.
+	for _, tc := range []struct {
+		coll       string
+		hosts, ppn int
+		size       int64
+	}{
+		{"all_reduce", 16, 1, 16 << 20},
+		{"all_reduce", 16, 2, 8 << 20},
+		{"all_reduce", 32, 2, 1 << 20},
+		{"all_gather", 16, 2, 4 << 20},
+		{"reduce_scatter", 24, 1, 3 << 20},
+	} {
+		c := base()
+		c.Coll, c.Hosts, c.PPN, c.Sizes, c.LinkRate = coll(tc.coll), tc.hosts, tc.ppn, []int64{tc.size}, 0.125
+		c.Algos, c.Protos = []algos.Algo{algos.Ring}, []protocols.Proto{protocols.Simple}
+		full, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MaxTransfers = estimate(c) - 1 // too small for the full replay
+		folded, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, e := folded[0].Pick, full[0].Pick
+		if f.Shortcut == "" || e.Shortcut != "" {
+			t.Fatalf("%s %dx%d: shortcuts %q and %q, want folded and exact", tc.coll, tc.hosts, tc.ppn, f.Shortcut, e.Shortcut)
+		}
+		if math.Abs(f.TimeUS-e.TimeUS) > 1e-6*e.TimeUS+f.BoundUS {
+			t.Errorf("%s %dx%d %d bytes: folded %.3f us (bound %.3f), full %.3f us", tc.coll, tc.hosts, tc.ppn, tc.size, f.TimeUS, f.BoundUS, e.TimeUS)
+		}
+	}
+}
+
+// estimate is the transfers Run estimates for c's one candidate and size.
+func estimate(c *Config) int64 {
+	fn, _ := c.Coll.Func()
+	k := c.candidates(fn)[0]
+	nbytes := c.Coll.Counts(c.Sizes[0]/4, 4, c.Hosts*c.PPN).Bytes(4)
+	return c.shape(k, nbytes).transfers
+}
+
+func TestFoldBoundCoversRounding(t *testing.T) {
+	// A size that does not divide evenly: the fold rounds the count up,
+	// and its bound covers the difference from the full replay.
+	c := base()
+	c.Hosts, c.PPN, c.Sizes, c.LinkRate = 12, 2, []int64{1000004}, 0.125
+	c.Algos, c.Protos = []algos.Algo{algos.Ring}, []protocols.Proto{protocols.Simple}
+	full, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxTransfers = estimate(c) - 1
+	folded, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, e := folded[0].Pick, full[0].Pick
+	if f.BoundUS <= 0 || math.Abs(f.TimeUS-e.TimeUS) > f.BoundUS {
+		t.Errorf("folded %.3f us within %.3f, full %.3f us", f.TimeUS, f.BoundUS, e.TimeUS)
+	}
+}
+
+func TestExtrapolationNearFullReplay(t *testing.T) {
+	// A tree of 16 ranks over 64 loops: extrapolated from 4, 8 and 16
+	// loops, the time is the full replay's within the printed bound (and
+	// within 1%, the pipeline being steady).
+	c := base()
+	c.Hosts, c.Sizes, c.LinkRate = 16, []int64{64 << 20}, 0.125
+	c.Algos, c.Protos = []algos.Algo{algos.Tree}, []protocols.Proto{protocols.Simple}
+	full, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxTransfers = full[0].Pick.Transfers / 3
+	ext, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, e := ext[0].Pick, full[0].Pick
+	if x.Shortcut == "" {
+		t.Fatalf("not extrapolated: %+v", x)
+	}
+	if d := math.Abs(x.TimeUS - e.TimeUS); d > x.BoundUS+0.01*e.TimeUS {
+		t.Errorf("extrapolated %.1f us (bound %.1f), full %.1f us (%s)", x.TimeUS, x.BoundUS, e.TimeUS, x.Shortcut)
+	}
+}
+
+// BenchmarkScale is the scale target: 4096 ranks (512 hosts x 8)
+// x 1 GiB, ring and tree all-reduce (go test -bench Scale -run XXX).
+func BenchmarkScale(b *testing.B) {
+	for _, algo := range []algos.Algo{algos.Ring, algos.Tree} {
+		b.Run(algo.String(), func(b *testing.B) {
+			c := base()
+			c.Hosts, c.PPN, c.Sizes = 512, 8, []int64{1 << 30}
+			c.Algos, c.Protos = []algos.Algo{algo}, []protocols.Proto{protocols.Simple}
+			for b.Loop() {
+				if _, err := Run(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -19,7 +19,7 @@ func (c *Config) Describe() []string {
 	if c.LinkLatency > 0 {
 		link += fmt.Sprintf(", +%.1f us a hop", c.LinkLatency/1000)
 	}
-	cores := "a core per rank"
+	cores := "a core per rank, shared by its lanes"
 	switch {
 	case c.SharedCores > 0:
 		cores = fmt.Sprintf("%d core(s) shared by all hosts", c.SharedCores)
@@ -29,7 +29,7 @@ func (c *Config) Describe() []string {
 	out := []string{
 		fmt.Sprintf("# cc-perf predict %s: %d host(s) x %d rank(s), %s, %s", c.Coll.Name, c.Hosts, c.PPN, link, cores),
 		fmt.Sprintf("# constants: %s", c.Consts.Source),
-		"# model: timed replay of cc's own schedules (algos/sim/timed), exact (no folding, no coarsening), 1 channel, float",
+		"# model: timed replay of cc's own schedules (algos/sim/timed), 1 channel, float; exact unless a row says [folded] or [extrapolated]",
 	}
 	var what []string
 	for _, h := range c.SlowHosts {
@@ -46,6 +46,9 @@ func (c *Config) Describe() []string {
 	}
 	if len(what) > 0 {
 		out = append(out, "# what-if: "+strings.Join(what, "; "))
+	}
+	for _, s := range c.Skipped {
+		out = append(out, "# not replayed (above --max-transfers): "+s)
 	}
 	return out
 }
@@ -87,7 +90,7 @@ func WriteText(w io.Writer, c *Config, rows []Row, algo bool) error {
 		if algo {
 			fmt.Fprintf(&b, "  %12s  %6s  %9d", r.Pick.Algo, r.Pick.Proto, 1)
 		}
-		fmt.Fprintf(&b, "  %7s  %s %.0f%%\n", report.Float(r.Pick.ClosedUS, 7), r.Pick.Bottleneck, 100*r.Pick.Busy)
+		fmt.Fprintf(&b, "  %7s  %s %.0f%%%s\n", report.Float(r.Pick.ClosedUS, 7), r.Pick.Bottleneck, 100*r.Pick.Busy, shortcut(r.Pick))
 	}
 	fmt.Fprintf(&b, "#\n# Fastest per size (replayed), runner-up, margin; tie: within %.0f%%\n", 100*TieMargin)
 	fmt.Fprintf(&b, "# %10s  %-19s  %9s  %-19s  %9s  %7s\n", "size", "winner", "time(us)", "runner-up", "time(us)", "margin")
@@ -108,6 +111,15 @@ func WriteText(w io.Writer, c *Config, rows []Row, algo bool) error {
 	return err
 }
 
+// shortcut is the note of an entry replayed with a shortcut: how, and the
+// bound of the error it adds.
+func shortcut(e Entry) string {
+	if e.Shortcut == "" {
+		return ""
+	}
+	return fmt.Sprintf(" [%s; error within %s us]", e.Shortcut, strings.TrimSpace(report.Float(e.BoundUS, 9)))
+}
+
 // jsonEntry is one entry of -J.
 type jsonEntry struct {
 	Algo       string  `json:"algo"`
@@ -117,6 +129,8 @@ type jsonEntry struct {
 	Bottleneck string  `json:"bottleneck"`
 	Busy       float64 `json:"bottleneck_busy"`
 	Transfers  int64   `json:"slice_transfers"`
+	Shortcut   string  `json:"shortcut,omitempty"`
+	BoundUS    float64 `json:"shortcut_bound_us,omitempty"`
 }
 
 type jsonRow struct {
@@ -140,7 +154,7 @@ type jsonDoc struct {
 
 func entryJSON(e Entry) jsonEntry {
 	return jsonEntry{Algo: e.Algo.String(), Proto: e.Proto.String(), TimeUS: e.TimeUS, ClosedUS: e.ClosedUS,
-		Bottleneck: e.Bottleneck, Busy: e.Busy, Transfers: e.Transfers}
+		Bottleneck: e.Bottleneck, Busy: e.Busy, Transfers: e.Transfers, Shortcut: e.Shortcut, BoundUS: e.BoundUS}
 }
 
 // WriteJSON writes the prediction as one JSON document: the header lines
