@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -291,40 +292,33 @@ func parseLink(s string) (rate, latency float64, err error) {
 
 // parseAlgos reads a comma-separated list of algorithm names, any case.
 func parseAlgos(s string) ([]algos.Algo, error) {
-	var out []algos.Algo
-	for _, name := range strings.Split(s, ",") {
-		name = strings.TrimSpace(name)
-		found := false
-		for a := range algos.Algo(algos.NumAlgos) {
-			if strings.EqualFold(a.String(), name) {
-				out, found = append(out, a), true
-			}
-		}
-		if !found {
-			var all []string
-			for a := range algos.Algo(algos.NumAlgos) {
-				all = append(all, a.String())
-			}
-			return nil, fmt.Errorf("%q is not an algorithm: want one of %s", name, strings.Join(all, ", "))
-		}
+	var all []algos.Algo
+	for a := range algos.Algo(algos.NumAlgos) {
+		all = append(all, a)
 	}
-	return out, nil
+	return parseNames(s, all, "an algorithm")
 }
 
 // parseProtos reads a comma-separated list of protocol names, any case.
 func parseProtos(s string) ([]protocols.Proto, error) {
-	var out []protocols.Proto
+	return parseNames(s, []protocols.Proto{protocols.LL, protocols.LL128, protocols.Simple}, "a protocol")
+}
+
+// parseNames reads a comma-separated list of the names of values of all,
+// any case; what names the kind of value in errors.
+func parseNames[T fmt.Stringer](s string, all []T, what string) ([]T, error) {
+	var out []T
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
-		found := false
-		for p := range protocols.Proto(protocols.NumProtos) {
-			if strings.EqualFold(p.String(), name) {
-				out, found = append(out, p), true
+		i := slices.IndexFunc(all, func(v T) bool { return strings.EqualFold(v.String(), name) })
+		if i < 0 {
+			names := make([]string, len(all))
+			for j, v := range all {
+				names[j] = v.String()
 			}
+			return nil, fmt.Errorf("%q is not %s: want one of %s", name, what, strings.Join(names, ", "))
 		}
-		if !found {
-			return nil, fmt.Errorf("%q is not a protocol: want LL, LL128 or Simple", name)
-		}
+		out = append(out, all[i])
 	}
 	return out, nil
 }

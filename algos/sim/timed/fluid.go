@@ -51,20 +51,7 @@ type completion struct {
 	version int
 }
 
-type completions []completion
-
-func (h completions) Len() int { return len(h) }
-func (h completions) Less(i, j int) bool {
-	return h[i].t < h[j].t || (h[i].t == h[j].t && h[i].seq < h[j].seq)
-}
-func (h completions) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *completions) Push(x any)   { *h = append(*h, x.(completion)) }
-func (h *completions) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
+func (c completion) at() (float64, int64) { return c.t, c.seq }
 
 // settle brings a's remaining work up to now.
 func (s *Sim) settle(a *activity) {

@@ -181,15 +181,21 @@ const (
 	evCredit
 )
 
-type events []event
+func (e event) at() (float64, int64) { return e.t, e.seq }
 
-func (h events) Len() int { return len(h) }
-func (h events) Less(i, j int) bool {
-	return h[i].t < h[j].t || (h[i].t == h[j].t && h[i].seq < h[j].seq)
+// timeline is a heap of things that happen at a time, in the order they
+// were scheduled at equal times.
+type timeline[T interface{ at() (float64, int64) }] []T
+
+func (h timeline[T]) Len() int { return len(h) }
+func (h timeline[T]) Less(i, j int) bool {
+	ti, si := h[i].at()
+	tj, sj := h[j].at()
+	return ti < tj || (ti == tj && si < sj)
 }
-func (h events) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *events) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *events) Pop() any {
+func (h timeline[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timeline[T]) Push(x any)   { *h = append(*h, x.(T)) }
+func (h *timeline[T]) Pop() any {
 	old := *h
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
@@ -201,12 +207,12 @@ type Sim struct {
 	p       *Params
 	now     float64
 	seq     int64
-	heap    events
+	heap    timeline[event]
 	actors  []actor
 	conns   []*conn
 	res     []resource
 	names   []string // of each resource
-	done    completions
+	done    timeline[completion]
 	touched []*activity // activities whose component needs a new solve
 	stamp   int
 	work    []int
