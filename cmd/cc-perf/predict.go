@@ -80,22 +80,8 @@ Replays are exact: above --max-transfers a size is refused, not
 approximated (folding symmetric ranks is not built yet).`
 
 func newPredictCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "predict <collective> [flags]",
-		Short: "predict a collective's time on a cluster by replaying its schedules on a simulated clock",
-		Long:  predictLong + "\n\nCollectives: " + tunableNames() + ".",
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("predict: missing collective: want one of %s (cc-perf predict -h for help)", tunableNames())
-			}
-			return usagef("predict: unknown collective %q: want one of %s", args[0], tunableNames())
-		},
-	}
-	for _, c := range tunable() {
-		cmd.AddCommand(newPredictCollCmd(c, e))
-	}
-	return cmd
+	return collParentCmd("predict", "predict a collective's time on a cluster by replaying its schedules on a simulated clock", predictLong,
+		func(c *bench.Coll) *cobra.Command { return newPredictCollCmd(c, e) })
 }
 
 func newPredictCollCmd(c *bench.Coll, e *env) *cobra.Command {
