@@ -40,6 +40,7 @@ type activity struct {
 	mark      int
 	frozen    bool
 	finished  bool
+	queued    bool // a completion at its current rate is on the timeline
 	done      func(s *Sim)
 }
 
@@ -143,6 +144,10 @@ func (s *Sim) component(seed *activity) {
 	for _, ri := range res {
 		s.settleRes(&s.res[ri])
 	}
+	old := make([]float64, len(acts))
+	for i, a := range acts {
+		old[i] = a.rate
+	}
 	solve(s.res, res, acts)
 	for _, ri := range res {
 		r := &s.res[ri]
@@ -151,9 +156,13 @@ func (s *Sim) component(seed *activity) {
 			r.used += u.rate
 		}
 	}
-	for _, a := range acts {
+	for i, a := range acts {
+		if a.queued && a.rate == old[i] {
+			continue // same rate: its completion stands
+		}
 		a.version++
-		if a.rate > 0 {
+		a.queued = a.rate > 0
+		if a.queued {
 			s.seq++
 			heap.Push(&s.done, completion{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, a: a, version: a.version})
 		}
