@@ -150,6 +150,7 @@ func newRoot(e *env) *cobra.Command {
 	root.AddCommand(newTuneCmd(e))
 	root.AddCommand(newCalibrateCmd(e))
 	root.AddCommand(newFabricCmd(e))
+	root.AddCommand(newPredictCmd(e))
 	root.AddCommand(newPlotCmd(e))
 	root.AddCommand(newReportCmd(e))
 	return root

@@ -187,23 +187,30 @@ configuration, the automatic one, and the regret: auto's time / the best time.
   NCCL_TUNER_CONFIG_FILE=tuner.conf ccrun -np 4 cc-perf all_gather -b 8 -e 256M -f 4 -A 1`
 
 func newTuneCmd(e *env) *cobra.Command {
+	return collParentCmd("tune", "compare the tuner's choices with every algorithm and protocol, per size", tuneLong,
+		func(c *bench.Coll) *cobra.Command { return newTuneCollCmd(c, e) })
+}
+
+// collParentCmd is a command whose subcommands are the tuned collectives
+// (cc-perf tune, cc-perf predict): verb <collective>, each made by sub.
+func collParentCmd(verb, short, long string, sub func(c *bench.Coll) *cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "tune <collective> [flags]",
-		Short: "compare the tuner's choices with every algorithm and protocol, per size",
-		Long:  tuneLong + "\n\nCollectives: " + tunableNames() + ".",
+		Use:   verb + " <collective> [flags]",
+		Short: short,
+		Long:  long + "\n\nCollectives: " + tunableNames() + ".",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usagef("tune: missing collective: want one of %s (cc-perf tune -h for help)", tunableNames())
+				return usagef("%s: missing collective: want one of %s (cc-perf %s -h for help)", verb, tunableNames(), verb)
 			}
 			if c, ok := bench.Lookup(args[0]); ok {
-				return usagef("tune %s: %s is made of point-to-point calls, whose algorithm the tuner does not choose: want one of %s", args[0], c.Name, tunableNames())
+				return usagef("%s %s: %s is made of point-to-point calls, whose algorithm the tuner does not choose: want one of %s", verb, args[0], c.Name, tunableNames())
 			}
-			return usagef("tune: unknown collective %q: want one of %s", args[0], tunableNames())
+			return usagef("%s: unknown collective %q: want one of %s", verb, args[0], tunableNames())
 		},
 	}
 	for _, c := range tunable() {
-		cmd.AddCommand(newTuneCollCmd(c, e))
+		cmd.AddCommand(sub(c))
 	}
 	return cmd
 }

@@ -149,24 +149,11 @@ func checkGeometry(t *Task) error {
 	return nil
 }
 
-// sliceElems is NCCL's slice size for an Op of nelem elements
-// (prims_simple.h): at least 1/slicePerChunk of the Op, rounded up to 16
-// elements, and at least 1/32 of a full slice; never more than a full slice.
+// sliceElems is the engine's slice for an Op of nelem elements: the rule
+// shared with the timed simulator, algos.SliceElems.
 func sliceElems(t *Task, nelem int64, esize int) int64 {
-	stepElems := int64(t.StepPayload / esize)
-	full := stepElems * int64(t.SliceSteps)
-	slicePerChunk := int64(t.ChunkSteps / t.SliceSteps)
-	s := divUp(nelem, 16*slicePerChunk) * 16
-	if m := full / 32; s < m {
-		s = m
-	}
-	if s > full {
-		s = full
-	}
-	if s < 1 {
-		s = 1
-	}
-	return s
+	g := algos.Geometry{ChunkSteps: t.ChunkSteps, SliceSteps: t.SliceSteps}
+	return algos.SliceElems(g, t.StepPayload, nelem, esize)
 }
 
 // runOp runs one Op with at most one peer each way, slice by slice. It

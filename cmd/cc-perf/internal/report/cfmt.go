@@ -60,6 +60,10 @@ func cg(v float64, width int) string {
 	return pad(strconv.FormatFloat(v, 'g', 6, 64), width)
 }
 
+// Float is nccl-tests' getFloatStr (floatStr), for other tables that print
+// nccl-tests' columns (cc-perf predict).
+func Float(v float64, width int) string { return floatStr(v, width) }
+
 // floatStr is nccl-tests' getFloatStr: the first of %.2f, %.1f, %.0f that
 // fits in width characters, else %.1e (width >= 7) or %.0e, right-aligned.
 // For example, with width 7: 12.3456 -> "  12.35", 12345.6 -> "12345.6",

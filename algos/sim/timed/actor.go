@@ -1,0 +1,175 @@
+package timed
+
+import (
+	"math"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim"
+)
+
+// try starts actor i's next slice if it can.
+func (s *Sim) try(i int) {
+	a := &s.actors[i]
+	if !a.started || a.finished || a.busy {
+		return
+	}
+	for a.op < len(a.ops) && a.ops[a.op].Count == 0 && a.slice == 0 {
+		a.op++
+		a.done++
+		s.wakeSiblings(a)
+	}
+	if a.op == len(a.ops) {
+		a.finished, a.end = true, s.now
+		return
+	}
+	for _, w := range a.waits {
+		if w.At == a.op && s.actors[a.siblings[w.Lane]].done < w.Done {
+			return
+		}
+	}
+	o := &a.ops[a.op]
+	if a.slice == 0 {
+		a.step = algos.SliceElems(s.p.Geometry, s.p.StepPayload, o.Count, s.p.ElemSize)
+		a.nslices = (o.Count + a.step - 1) / a.step
+		a.recv, a.send = a.recv[:0], a.send[:0]
+		for _, q := range o.Recvs() {
+			a.recv = append(a.recv, s.linkOf[sim.Link{Channel: a.ch, Src: q, Dst: a.rank, Conn: o.Conn}])
+		}
+		for _, q := range o.Sends() {
+			a.send = append(a.send, s.linkOf[sim.Link{Channel: a.ch, Src: a.rank, Dst: q, Conn: o.Conn}])
+		}
+	}
+	for _, c := range a.recv {
+		if c.arrived == 0 {
+			return
+		}
+	}
+	for _, c := range a.send {
+		if c.credits < s.p.Geometry.SliceSteps {
+			return
+		}
+	}
+	for _, c := range a.recv {
+		c.arrived--
+	}
+	for _, c := range a.send {
+		c.credits -= s.p.Geometry.SliceSteps
+	}
+	a.busy = true
+	elems := min(a.step, o.Count-a.slice*a.step)
+	work := s.cpuWork(a, o, elems)
+	a.cpu += work
+	act := &activity{remaining: work, cap: 1, done: func(s *Sim) { s.stageDone(i, elems) }}
+	if s.pool[a.host] >= 0 {
+		act.res = []int{s.pool[a.host]}
+	}
+	if work <= 0 {
+		s.stageDone(i, elems)
+		return
+	}
+	s.start(act)
+}
+
+// cpuWork is the ns a slice's CPU stage takes on a free core: bytes times
+// (send peers + receive peers beyond the first + direct reads) over the
+// Beta of its class, slowed by its host's factor.
+func (s *Sim) cpuWork(a *actor, o *algos.Op, elems int64) float64 {
+	inter := false
+	for _, c := range a.recv {
+		inter = inter || c.inter
+	}
+	for _, c := range a.send {
+		inter = inter || c.inter
+	}
+	beta := s.p.Intra.Beta
+	if inter {
+		beta = s.p.Inter.Beta
+	}
+	if beta <= 0 {
+		return 0
+	}
+	copies := len(a.send) + max(0, len(a.recv)-1)
+	if o.Fan != nil {
+		copies += len(o.Fan.Direct)
+	}
+	w := float64(elems*int64(s.p.ElemSize)*int64(copies)) / beta
+	if s.p.SlowHost != nil {
+		w *= s.p.SlowHost[a.host]
+	}
+	return w
+}
+
+// stageDone ends actor i's CPU stage of a slice of elems elements: the
+// slots it received in go back, the slice is posted, the actor moves on.
+func (s *Sim) stageDone(i int, elems int64) {
+	a := &s.actors[i]
+	for _, c := range a.recv {
+		s.at(s.now+s.alpha(c), evCredit, c, 0)
+	}
+	for _, c := range a.send {
+		c.traffic.Slices++
+		c.traffic.Elements += elems
+		if a.slice == 0 {
+			c.traffic.Messages++
+		}
+		s.post(c, elems)
+	}
+	a.busy = false
+	a.slice++
+	if a.slice == a.nslices {
+		a.slice = 0
+		a.op++
+		a.done++
+		s.wakeSiblings(a)
+	}
+	s.work = append(s.work, i)
+}
+
+func (s *Sim) alpha(c *conn) float64 {
+	if c.inter {
+		return s.p.Inter.Alpha
+	}
+	return s.p.Intra.Alpha
+}
+
+// post sends a slice on c: it arrives Alpha later, or, between hosts,
+// Alpha after its flow has drained it.
+func (s *Sim) post(c *conn, elems int64) {
+	if c.flow == nil {
+		s.at(s.now+s.alpha(c), evArrive, c, 0)
+		return
+	}
+	wire := s.p.Wire
+	if wire <= 0 {
+		wire = 1
+	}
+	f := c.flow
+	f.pending = append(f.pending, float64(elems*int64(s.p.ElemSize))*wire)
+	if f.act == nil {
+		s.drain(f)
+	}
+}
+
+// drain starts the transfer of f's oldest pending slice.
+func (s *Sim) drain(f *flow) {
+	if len(f.res) == 0 && math.IsInf(f.cap, 1) {
+		for range f.pending {
+			s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
+		}
+		f.pending = f.pending[:0]
+		return
+	}
+	f.act = &activity{remaining: f.pending[0], cap: f.cap, res: f.res, done: func(s *Sim) {
+		f.pending = f.pending[1:]
+		f.act = nil
+		s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
+		if len(f.pending) > 0 {
+			s.drain(f)
+		}
+	}}
+	s.start(f.act)
+}
+
+func (s *Sim) wakeSiblings(a *actor) {
+	s.work = append(s.work, a.siblings...)
+}

@@ -1,0 +1,222 @@
+package timed
+
+import (
+	"container/heap"
+	"math"
+)
+
+// The fluid model: activities (a CPU stage, a network flow) progress at
+// rates that max-min fair sharing of the resources they use decides
+// (progressive filling, as SimGrid's lmm): every activity's rate rises
+// together until a resource it uses is full or it reaches its own cap;
+// those freeze and the rest keep rising. Rates stay constant between two
+// changes of the set of activities, and a change re-solves only the
+// activities connected to it through shared resources (SimGrid's lazy,
+// selective update): a ring's flow never waits for the rest of the
+// cluster's. Progress is settled lazily, when a rate changes.
+
+// resource is a capacity shared by the activities that use it: cores of a
+// CPU pool (in units of one core), or a link (bytes per ns).
+type resource struct {
+	capacity float64
+	users    []*activity
+	used     float64 // sum of the users' rates
+	t0       float64 // busy is settled up to t0
+	busy     float64 // integral of used/capacity over time
+	left     float64 // solve's scratch
+	count    int     // solve's scratch: unfrozen users
+	mark     int     // component search's stamp
+}
+
+// activity is work in progress: remaining units at time t0, at most cap
+// units per ns, on the resources it names.
+type activity struct {
+	remaining float64
+	t0        float64
+	cap       float64
+	res       []int
+	rate      float64
+	version   int // bumps when the rate changes: older completions are stale
+	mark      int
+	frozen    bool
+	finished  bool
+	queued    bool // a completion at its current rate is on the timeline
+	done      func(s *Sim)
+}
+
+// completion is when an activity finishes at its current rate.
+type completion struct {
+	t       float64
+	seq     int64
+	a       *activity
+	version int
+}
+
+func (c completion) at() (float64, int64) { return c.t, c.seq }
+
+// settle brings a's remaining work up to now.
+func (s *Sim) settle(a *activity) {
+	a.remaining -= a.rate * (s.now - a.t0)
+	a.t0 = s.now
+}
+
+// settleRes brings r's busy integral up to now.
+func (s *Sim) settleRes(r *resource) {
+	if r.capacity > 0 {
+		r.busy += r.used * (s.now - r.t0) / r.capacity
+	}
+	r.t0 = s.now
+}
+
+// start adds an activity; it takes no time when nothing limits it.
+func (s *Sim) start(a *activity) {
+	if len(a.res) == 0 && math.IsInf(a.cap, 1) {
+		a.done(s)
+		return
+	}
+	a.t0 = s.now
+	for _, r := range a.res {
+		s.res[r].users = append(s.res[r].users, a)
+	}
+	s.touched = append(s.touched, a)
+}
+
+// finish removes an activity that has completed and re-solves its
+// neighbours.
+func (s *Sim) finish(a *activity) {
+	a.remaining, a.t0, a.finished = 0, s.now, true
+	for _, ri := range a.res {
+		r := &s.res[ri]
+		s.settleRes(r)
+		r.used -= a.rate
+		for i, u := range r.users {
+			if u == a {
+				last := len(r.users) - 1
+				r.users[i], r.users[last] = r.users[last], nil
+				r.users = r.users[:last]
+				break
+			}
+		}
+		s.touched = append(s.touched, r.users...)
+	}
+	a.rate = 0
+	a.version++
+	a.done(s)
+}
+
+// resolve re-solves the components of the touched activities.
+func (s *Sim) resolve() {
+	for len(s.touched) > 0 {
+		seed := s.touched[len(s.touched)-1]
+		s.touched = s.touched[:len(s.touched)-1]
+		if seed.mark == s.stamp || seed.finished {
+			continue
+		}
+		s.component(seed)
+	}
+	s.stamp++
+}
+
+// component solves the activities connected to seed through resources.
+func (s *Sim) component(seed *activity) {
+	acts := []*activity{seed}
+	var res []int
+	seed.mark = s.stamp
+	for i := 0; i < len(acts); i++ {
+		for _, ri := range acts[i].res {
+			r := &s.res[ri]
+			if r.mark == s.stamp {
+				continue
+			}
+			r.mark = s.stamp
+			res = append(res, ri)
+			for _, u := range r.users {
+				if u.mark != s.stamp {
+					u.mark = s.stamp
+					acts = append(acts, u)
+				}
+			}
+		}
+	}
+	for _, a := range acts {
+		s.settle(a)
+	}
+	for _, ri := range res {
+		s.settleRes(&s.res[ri])
+	}
+	old := make([]float64, len(acts))
+	for i, a := range acts {
+		old[i] = a.rate
+	}
+	solve(s.res, res, acts)
+	for _, ri := range res {
+		r := &s.res[ri]
+		r.used = 0
+		for _, u := range r.users {
+			r.used += u.rate
+		}
+	}
+	for i, a := range acts {
+		if a.queued && a.rate == old[i] {
+			continue // same rate: its completion stands
+		}
+		a.version++
+		a.queued = a.rate > 0
+		if a.queued {
+			s.seq++
+			heap.Push(&s.done, completion{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, a: a, version: a.version})
+		}
+	}
+}
+
+// solve gives every activity of acts (whose resources are res) its
+// max-min fair rate.
+func solve(all []resource, res []int, acts []*activity) {
+	for _, ri := range res {
+		all[ri].left, all[ri].count = all[ri].capacity, len(all[ri].users)
+	}
+	for _, a := range acts {
+		a.rate, a.frozen = 0, false
+	}
+	unfrozen := len(acts)
+	level := 0.0
+	for unfrozen > 0 {
+		// The smallest rise that fills a resource or reaches a cap.
+		step := math.Inf(1)
+		for _, ri := range res {
+			if r := &all[ri]; r.count > 0 {
+				step = min(step, r.left/float64(r.count))
+			}
+		}
+		for _, a := range acts {
+			if !a.frozen {
+				step = min(step, a.cap-level)
+			}
+		}
+		level += step
+		for _, ri := range res {
+			if r := &all[ri]; r.count > 0 {
+				r.left -= step * float64(r.count)
+			}
+		}
+		// Freeze the activities at their cap or on a full resource.
+		for _, a := range acts {
+			if a.frozen {
+				continue
+			}
+			full := !math.IsInf(a.cap, 1) && a.cap-level <= a.cap*1e-12
+			for _, ri := range a.res {
+				if r := &all[ri]; r.left <= r.capacity*1e-12 {
+					full = true
+				}
+			}
+			if full {
+				a.frozen, a.rate = true, level
+				unfrozen--
+				for _, ri := range a.res {
+					all[ri].count--
+				}
+			}
+		}
+	}
+}

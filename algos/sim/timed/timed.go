@@ -1,0 +1,368 @@
+// Package timed replays the schedules of every rank of a collective on a
+// simulated clock: the same Ops the engine runs (package algos), cut into
+// the engine's slices (algos.SliceElems), moved through FIFOs of
+// protocols.NSteps slots with NCCL's credits, each slice paying a CPU
+// stage and, between hosts, a network transfer. It moves no data: the
+// round simulator (algos/sim) checks values; this one says how long.
+//
+// Usage:
+//
+//	p := &timed.Params{Topo: topo, Geometry: g, StepPayload: step, ElemSize: 4,
+//		Intra: timed.Class{Alpha: 600, Beta: 3.68}, Inter: timed.Class{Alpha: 36500, Beta: 1.39}}
+//	res, err := timed.Run(p, channels) // channels[c][r]: rank r's schedule on channel c
+//	fmt.Println(res.Time)               // ns
+//
+// The model. Every (channel, rank, lane) is an actor that runs its Ops in
+// order, each Op slice by slice. A slice starts when the Waits holding its
+// Op are met, a slice has arrived from every peer it receives from, and
+// every connection it sends on has SliceSteps free slots (the sender's
+// credits). It then runs its CPU stage: bytes x (send peers + receive
+// peers beyond the first + direct reads) / Beta of its class (Inter when a
+// peer is on another host), as one activity capped at one core and sharing
+// its host's core pool, if there is one. When the stage ends, the slots it
+// received in are freed (the credit reaches the producer Alpha later) and
+// the slice is posted: between ranks of a host it arrives Alpha later;
+// between hosts its wire bytes queue on the connection's flow (one TCP
+// stream), and it arrives Alpha after the flow has drained it. Flows share
+// each host's uplink and downlink (and a leaf's uplink to the spine) by
+// max-min fairness, each at most FlowCap.
+//
+// Beta is the calibration's bus bandwidth (runtime/tune: what one channel
+// of a ring streams per link): a ring rank's stages then take exactly its
+// sent bytes over Beta, so that a 2-rank ring all-reduce on unlimited
+// links takes Start + 2 Alpha + bytes/Beta, the tuner's closed form. What
+// the closed form cannot show, the replay does: pipeline fill, credits,
+// fan-in, shared cores, shared and slow links, late ranks.
+//
+// Time is float64 ns; events at equal times run in the order they were
+// scheduled, and nothing iterates a map while the clock runs: identical
+// input gives identical output.
+package timed
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim"
+	"github.com/seed-760dd1f1/cc/protocols"
+)
+
+// Class is the cost of one kind of link: between ranks of a host (Intra)
+// or between hosts (Inter).
+type Class struct {
+	Alpha float64 // ns from a post to the peer seeing it (and for a credit back)
+	Beta  float64 // bytes per ns of a slice's CPU stage (GB/s); 0 means free
+}
+
+// SlowLink divides the rate of every flow between hosts A and B (either
+// way) by Factor.
+type SlowLink struct {
+	A, B   int
+	Factor float64
+}
+
+// LeafSpine is a two-level fabric: hosts in leaves of HostsPerLeaf, each
+// leaf's uplink to the spine (and downlink from it) carrying
+// HostsPerLeaf x Uplink / Oversub.
+type LeafSpine struct {
+	HostsPerLeaf int
+	Oversub      float64
+}
+
+// Params are what a Run is given.
+type Params struct {
+	Topo        *algos.Topo
+	Geometry    algos.Geometry // the row's geometry for the protocol
+	StepPayload int            // payload bytes of one FIFO slot
+	ElemSize    int            // bytes per element
+	Wire        float64        // wire bytes per payload byte (LL 2, LL128 128/120); 0 means 1
+
+	Intra, Inter Class
+	// Start is the call's cost before any rank's first Op, in ns (the
+	// calibration's gamma and the algorithm's lane latency).
+	Start float64
+	// LateStart, when not nil, delays each rank's start further, in ns.
+	LateStart []float64
+	// SlowHost, when not nil, multiplies each host's CPU stages.
+	SlowHost []float64
+	// Cores is each host's core pool (0: none, every actor has a core of
+	// its own); SharedCores, when not 0, is one pool for all hosts (hosts
+	// that share a machine, as the testbed's).
+	Cores, SharedCores int
+
+	// Uplink and Downlink are each host's NIC rates in bytes per ns
+	// (GB/s); 0 means unlimited. FlowCap bounds one connection's flow
+	// (0: unlimited).
+	Uplink, Downlink, FlowCap float64
+	SlowLinks                 []SlowLink
+	Fabric                    *LeafSpine // nil: a non-blocking fabric
+
+	// Wrap says that Topo is one host standing for every host of a ring
+	// rotated by one host (a folded replay): a connection from a rank to a
+	// rank not above it (the last rank's send to the first) leaves for
+	// the next host, over the host's uplink and the downlink that stands
+	// for the next host's.
+	Wrap bool
+}
+
+// Traffic is what crossed one connection.
+type Traffic struct {
+	Messages int64 // Ops that sent on it (the round simulator's messages)
+	Elements int64
+	Slices   int64
+}
+
+// Result is what a Run found.
+type Result struct {
+	Time   float64 // ns until the last actor finished
+	Links  map[sim.Link]Traffic
+	Events int64
+	// Bottleneck names the busiest resource and how busy it was over Time:
+	// a host's uplink or downlink, a core pool, a leaf's uplink, or the
+	// CPU stages of the busiest actor.
+	Bottleneck string
+	Busy       float64 // that resource's busy fraction
+}
+
+// conn is one FIFO connection.
+type conn struct {
+	link          sim.Link
+	producer      int // actor index
+	consumer      int
+	credits       int // free slots as the producer sees them
+	arrived       int // slices arrived and not yet taken
+	inter         bool
+	flow          *flow
+	traffic       Traffic
+	srcHost, dstH int
+}
+
+// flow is the network stream of one connection between hosts.
+type flow struct {
+	c       *conn
+	pending []float64 // wire bytes of each posted slice not yet drained
+	act     *activity
+	res     []int
+	cap     float64
+}
+
+type actor struct {
+	ch, rank, lane int
+	host           int
+	ops            []algos.Op
+	waits          []algos.Wait
+	siblings       []int // actor index of each lane of the rank and channel
+	op             int   // next Op
+	done           int   // Ops completed
+	slice, nslices int64
+	step           int64
+	recv, send     []*conn
+	started        bool // its call has started (Start and its late start have passed)
+	busy           bool
+	finished       bool
+	cpu            float64 // ns spent in CPU stages
+	end            float64
+}
+
+type event struct {
+	t    float64
+	seq  int64
+	kind int
+	c    *conn
+	a    int
+}
+
+const (
+	evStart = iota
+	evArrive
+	evCredit
+)
+
+func (e event) at() (float64, int64) { return e.t, e.seq }
+
+// timeline is a heap of things that happen at a time, in the order they
+// were scheduled at equal times.
+type timeline[T interface{ at() (float64, int64) }] []T
+
+func (h timeline[T]) Len() int { return len(h) }
+func (h timeline[T]) Less(i, j int) bool {
+	ti, si := h[i].at()
+	tj, sj := h[j].at()
+	return ti < tj || (ti == tj && si < sj)
+}
+func (h timeline[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timeline[T]) Push(x any)   { *h = append(*h, x.(T)) }
+func (h *timeline[T]) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// Sim is the state of one Run.
+type Sim struct {
+	p       *Params
+	now     float64
+	seq     int64
+	heap    timeline[event]
+	actors  []actor
+	conns   []*conn
+	res     []resource
+	names   []string // of each resource
+	done    timeline[completion]
+	touched []*activity // activities whose component needs a new solve
+	stamp   int
+	work    []int
+	pool    []int // resource of each host's core pool, or -1
+	nev     int64
+	linkOf  map[sim.Link]*conn
+}
+
+// Run replays channels[c][r], rank r's schedule on channel c, for every
+// rank and channel, and returns when the last Op ends.
+func Run(p *Params, channels [][]algos.Schedule) (Result, error) {
+	if err := check(p); err != nil {
+		return Result{}, err
+	}
+	s := &Sim{p: p}
+	if err := s.build(channels); err != nil {
+		return Result{}, err
+	}
+	for i := range s.actors {
+		late := 0.0
+		if p.LateStart != nil {
+			late = p.LateStart[s.actors[i].rank]
+		}
+		s.at(p.Start+late, evStart, nil, i)
+	}
+	if err := s.loop(); err != nil {
+		return Result{}, err
+	}
+	return s.result(), nil
+}
+
+func check(p *Params) error {
+	n := p.Topo.NRanks
+	switch {
+	case p.ElemSize < 1 || p.StepPayload < p.ElemSize:
+		return fmt.Errorf("step payload %d bytes, element %d bytes: need a step of at least one element", p.StepPayload, p.ElemSize)
+	case p.Geometry.SliceSteps < 1 || p.Geometry.ChunkSteps < p.Geometry.SliceSteps || p.Geometry.SliceSteps > protocols.NSteps:
+		return fmt.Errorf("geometry %+v: need 1 <= slice steps <= chunk steps and slice steps <= %d", p.Geometry, protocols.NSteps)
+	case p.LateStart != nil && len(p.LateStart) != n:
+		return fmt.Errorf("late starts for %d ranks: need one per rank (%d)", len(p.LateStart), n)
+	case p.SlowHost != nil && len(p.SlowHost) != p.Topo.NHosts():
+		return fmt.Errorf("slow hosts for %d hosts: need one per host (%d)", len(p.SlowHost), p.Topo.NHosts())
+	case p.Fabric != nil && (p.Fabric.HostsPerLeaf < 1 || p.Fabric.Oversub < 1 || p.Uplink <= 0):
+		return fmt.Errorf("leaf/spine fabric %+v: need at least 1 host per leaf, oversubscription at least 1 and a host uplink rate", *p.Fabric)
+	}
+	return nil
+}
+
+func (s *Sim) at(t float64, kind int, c *conn, a int) {
+	s.seq++
+	heap.Push(&s.heap, event{t: t, seq: s.seq, kind: kind, c: c, a: a})
+}
+
+func (s *Sim) addResource(name string, capacity float64) int {
+	s.res = append(s.res, resource{capacity: capacity})
+	s.names = append(s.names, name)
+	return len(s.res) - 1
+}
+
+// loop runs the clock until no event and no activity is left.
+func (s *Sim) loop() error {
+	s.stamp = 1
+	for {
+		for len(s.work) > 0 || len(s.touched) > 0 {
+			for len(s.work) > 0 {
+				a := s.work[len(s.work)-1]
+				s.work = s.work[:len(s.work)-1]
+				s.try(a)
+			}
+			s.resolve()
+		}
+		for len(s.done) > 0 && s.done[0].version != s.done[0].a.version {
+			heap.Pop(&s.done) // stale: the rate changed since
+		}
+		switch {
+		case len(s.done) > 0 && (len(s.heap) == 0 || s.done[0].t < s.heap[0].t):
+			c := heap.Pop(&s.done).(completion)
+			s.now = max(s.now, c.t)
+			s.nev++
+			s.finish(c.a)
+			continue
+		case len(s.heap) == 0:
+			for i := range s.res {
+				s.settleRes(&s.res[i])
+			}
+			return s.deadlock()
+		}
+		e := heap.Pop(&s.heap).(event)
+		s.now = max(s.now, e.t)
+		s.nev++
+		switch e.kind {
+		case evStart:
+			s.actors[e.a].started = true
+			s.work = append(s.work, e.a)
+		case evArrive:
+			e.c.arrived++
+			s.work = append(s.work, e.c.consumer)
+		case evCredit:
+			e.c.credits += s.p.Geometry.SliceSteps
+			s.work = append(s.work, e.c.producer)
+		}
+	}
+}
+
+// deadlock reports the actors left with Ops when the clock stopped.
+func (s *Sim) deadlock() error {
+	var b strings.Builder
+	n := 0
+	for i := range s.actors {
+		a := &s.actors[i]
+		if a.finished {
+			continue
+		}
+		if n < 8 {
+			fmt.Fprintf(&b, "\n\tchannel %d rank %d lane %d op %d/%d (%v)", a.ch, a.rank, a.lane, a.op, len(a.ops), a.ops[a.op])
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("deadlock at %.0f ns: %d lanes blocked%s", s.now, n, b.String())
+}
+
+func (s *Sim) result() Result {
+	r := Result{Links: map[sim.Link]Traffic{}, Events: s.nev}
+	for i := range s.actors {
+		r.Time = max(r.Time, s.actors[i].end)
+	}
+	for _, c := range s.conns {
+		if c.traffic.Messages > 0 {
+			r.Links[c.link] = c.traffic
+		}
+	}
+	if r.Time <= 0 {
+		r.Bottleneck = "none"
+		return r
+	}
+	for i := range s.res {
+		if f := s.res[i].busy / r.Time; f > r.Busy+1e-9 {
+			r.Busy, r.Bottleneck = f, s.names[i]
+		}
+	}
+	for i := range s.actors {
+		a := &s.actors[i]
+		if f := a.cpu / r.Time; f > r.Busy+1e-9 {
+			r.Busy, r.Bottleneck = f, fmt.Sprintf("cpu of rank %d channel %d lane %d", a.rank, a.ch, a.lane)
+		}
+	}
+	return r
+}
+
+var errNoRanks = errors.New("no ranks: need at least 1")

@@ -1,0 +1,212 @@
+package timed_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim/timed"
+)
+
+// pipe is one slot per slice and per chunk; big slots so that an Op of a
+// few thousand elements is one slice.
+var pipe = algos.Geometry{ChunkSteps: 1, SliceSteps: 1}
+
+func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*max(1, math.Abs(want)) }
+
+func run(t *testing.T, p *timed.Params, scheds []algos.Schedule) timed.Result {
+	t.Helper()
+	res, err := timed.Run(p, [][]algos.Schedule{scheds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// oneWay is rank 0 sending count elements to rank 1.
+func oneWay(count int64) []algos.Schedule {
+	return []algos.Schedule{
+		algos.Single([]algos.Op{{RecvFrom: algos.NoPeer, SendTo: 1, Src: algos.Input, Count: count}}),
+		algos.Single([]algos.Op{{RecvFrom: 0, SendTo: algos.NoPeer, Dst: algos.Output, Count: count}}),
+	}
+}
+
+func TestOneFlowOneLink(t *testing.T) {
+	// 1 MB over a 0.1 GB/s uplink with 50 µs latency: 50000 + 1e6/0.1 ns,
+	// whether it goes as one slice or is pipelined in many.
+	for _, step := range []int{1 << 20, 1 << 14} {
+		p := &timed.Params{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: step, ElemSize: 4,
+			Inter: timed.Class{Alpha: 50000}, Uplink: 0.1}
+		res := run(t, p, oneWay(250000))
+		if want := 50000 + 1e6/0.1; !near(res.Time, want) {
+			t.Errorf("step %d: time %.1f ns, want %.1f", step, res.Time, want)
+		}
+		if res.Bottleneck != "uplink of host 0" || !near(res.Busy, 1e7/(1e7+50000)) {
+			t.Errorf("step %d: bottleneck %q at %.4f, want the uplink of host 0 at %.4f", step, res.Bottleneck, res.Busy, 1e7/(1e7+50000))
+		}
+	}
+}
+
+func TestTwoFlowsShareMaxMin(t *testing.T) {
+	// Ranks 0 and 1 send 1 MB each to rank 2 through its 0.1 GB/s
+	// downlink: each gets half, both arrive at 2e6/0.1 ns.
+	incast := []algos.Schedule{
+		algos.Single([]algos.Op{{RecvFrom: algos.NoPeer, SendTo: 2, Src: algos.Input, Count: 250000}}),
+		algos.Single([]algos.Op{{RecvFrom: algos.NoPeer, SendTo: 2, Src: algos.Input, Count: 250000}}),
+		{Lanes: []algos.Lane{
+			{Ops: []algos.Op{{RecvFrom: 0, SendTo: algos.NoPeer, Dst: algos.Output, Count: 250000}}},
+			{Ops: []algos.Op{{RecvFrom: 1, SendTo: algos.NoPeer, Dst: algos.Output, DstOff: 250000, Count: 250000}}},
+		}},
+	}
+	p := &timed.Params{Topo: algos.FlatTopo(3), Geometry: pipe, StepPayload: 1 << 22, ElemSize: 4, Downlink: 0.1}
+	if res := run(t, p, incast); !near(res.Time, 2e6/0.1) {
+		t.Errorf("two flows on one downlink: %.1f ns, want %.1f", res.Time, 2e6/0.1)
+	}
+	// Max-min, not equal shares: rank 0's flow capped at 0.02 GB/s by a
+	// slow link leaves 0.08 to rank 1's, which ends at 1e6/0.08; then
+	// rank 0's runs alone at its cap: 1e6 - 0.02*12.5e6 = 0.75e6 bytes
+	// left at 0.02 GB/s.
+	p.SlowLinks = []timed.SlowLink{{A: 0, B: 2, Factor: 5}}
+	want := 1e6/0.08 + (1e6-0.02*(1e6/0.08))/0.02
+	if res := run(t, p, incast); !near(res.Time, want) {
+		t.Errorf("a capped flow beside a free one: %.1f ns, want %.1f", res.Time, want)
+	}
+}
+
+func TestCreditWindow(t *testing.T) {
+	// Free CPU and links, 10 µs each way: a connection has 8 slots, so
+	// slices 1-8 go at 0 and arrive at 10 µs, their credits are back at
+	// 20 µs, slices 9-16 arrive at 30 µs: 8 slices per round trip.
+	for _, tc := range []struct {
+		slices int64
+		want   float64
+	}{{8, 10000}, {16, 30000}, {17, 50000}, {24, 50000}} {
+		p := &timed.Params{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 4096, ElemSize: 4,
+			Inter: timed.Class{Alpha: 10000}}
+		res := run(t, p, oneWay(tc.slices*1024))
+		if !near(res.Time, tc.want) {
+			t.Errorf("%d slices: %.0f ns, want %.0f", tc.slices, res.Time, tc.want)
+		}
+	}
+}
+
+// ringAllReduce is the ring's schedules with one chunk, one slice per Op.
+func ringAllReduce(n int, count int64) []algos.Schedule { return ringChunked(n, count, count) }
+
+// ringChunked is the ring's schedules in chunks of chunk elements.
+func ringChunked(n int, count, chunk int64) []algos.Schedule {
+	row := algos.Lookup(algos.Ring, algos.AllReduce)
+	topo := algos.FlatTopo(n)
+	out := make([]algos.Schedule, n)
+	for r := range n {
+		out[r] = row.Gen(&algos.Args{Rank: r, Topo: topo, Count: count, Part: algos.Part{Count: count, Chunk: chunk}, ElemSize: 4})
+	}
+	return out
+}
+
+func TestRingOfFour(t *testing.T) {
+	// 4 ranks, 4096 elements: Ops of 1024 elements (4096 bytes), one
+	// slice each. 6 of the 7 Ops send, each stage 4096/2 = 2048 ns, each
+	// hop 1000 ns: 6 x (2048 + 1000) after the call's 5000 ns.
+	p := &timed.Params{Topo: algos.FlatTopo(4), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4,
+		Inter: timed.Class{Alpha: 1000, Beta: 2}, Start: 5000}
+	res := run(t, p, ringAllReduce(4, 4096))
+	if want := 5000 + 6*(2048+1000.0); !near(res.Time, want) {
+		t.Errorf("ring of 4: %.1f ns, want %.1f", res.Time, want)
+	}
+}
+
+func TestSlowHostPacesTheRing(t *testing.T) {
+	// Host 0 at half speed: its stages take 2t, and the ring waits for
+	// it at every step: rank 0's sixth sending Op ends at 12t, twice the
+	// 6t of the even ring (t = 4096 bytes / 2 GB/s; no latency).
+	const tt = 2048.0
+	p := &timed.Params{Topo: algos.FlatTopo(4), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4,
+		Inter: timed.Class{Beta: 2}}
+	if res := run(t, p, ringAllReduce(4, 4096)); !near(res.Time, 6*tt) {
+		t.Errorf("even ring: %.1f ns, want %.1f", res.Time, 6*tt)
+	}
+	p.SlowHost = []float64{2, 1, 1, 1}
+	if res := run(t, p, ringAllReduce(4, 4096)); !near(res.Time, 12*tt) {
+		t.Errorf("slow host 0: %.1f ns, want %.1f", res.Time, 12*tt)
+	}
+}
+
+func TestSharedCores(t *testing.T) {
+	// 4 ranks on one machine of 2 cores: each stage runs at half speed.
+	p := &timed.Params{Topo: algos.FlatTopo(4), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4,
+		Inter: timed.Class{Beta: 2}, SharedCores: 2}
+	res := run(t, p, ringAllReduce(4, 4096))
+	if want := 12 * 2048.0; !near(res.Time, want) {
+		t.Errorf("4 ranks on 2 cores: %.1f ns, want %.1f", res.Time, want)
+	}
+	if res.Bottleneck != "the 2 shared cores" || res.Busy < 0.99 {
+		t.Errorf("bottleneck %q at %.3f, want the 2 shared cores at 1", res.Bottleneck, res.Busy)
+	}
+}
+
+func TestTwoRankRingClosedForm(t *testing.T) {
+	// With one slice per Op the replay is the closed form exactly:
+	// start + 2 alpha + bytes/beta.
+	const start, alpha, beta = 65100.0, 36500.0, 1.39
+	p := &timed.Params{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 1 << 22, ElemSize: 4,
+		Inter: timed.Class{Alpha: alpha, Beta: beta}, Start: start}
+	const count = 1 << 18
+	closed := start + 2*alpha + count*4/beta
+	if res := run(t, p, ringAllReduce(2, count)); !near(res.Time, closed) {
+		t.Errorf("one slice per Op: %.1f ns, closed form %.1f", res.Time, closed)
+	}
+	// Simple's two slices per Op (one 4 MiB chunk) hide one hop's
+	// latency behind the other slice: never slower than the closed form,
+	// never below start + bytes/beta.
+	p.Geometry = algos.Geometry{ChunkSteps: 4, SliceSteps: 2}
+	res := run(t, p, ringChunked(2, count, 1<<20))
+	if res.Time >= closed || res.Time < start+count*4/beta {
+		t.Errorf("two slices per Op: %.1f ns, want within [%.1f, %.1f)", res.Time, start+count*4/beta, closed)
+	}
+	// Small chunks cost the two hops per loop (a lane runs its loops in
+	// order): 32 loops of 4096 elements take 32 x 2 alpha at least.
+	p.Geometry, p.StepPayload = pipe, 1<<14
+	if res := run(t, p, ringChunked(2, count, 1<<12)); res.Time < start+32*2*alpha+count*4/beta {
+		t.Errorf("32 loops: %.1f ns, want at least %.1f", res.Time, start+32*2*alpha+count*4/beta)
+	}
+}
+
+func TestLateStart(t *testing.T) {
+	p := &timed.Params{Topo: algos.FlatTopo(4), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4,
+		Inter: timed.Class{Beta: 2}, LateStart: []float64{0, 0, 7000, 0}}
+	if res := run(t, p, ringAllReduce(4, 4096)); !near(res.Time, 7000+6*2048) {
+		t.Errorf("rank 2 late by 7 µs: %.1f ns, want %.1f", res.Time, 7000+6*2048.0)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	p := &timed.Params{Topo: algos.BlockTopo(4, 2), Geometry: algos.Geometry{ChunkSteps: 4, SliceSteps: 2}, StepPayload: 1 << 16, ElemSize: 4,
+		Intra: timed.Class{Alpha: 600, Beta: 3.68}, Inter: timed.Class{Alpha: 36500, Beta: 1.39}, Uplink: 0.125, Downlink: 0.125, Cores: 2}
+	a := run(t, p, ringChunked(8, 1<<20, 1<<16))
+	b := run(t, p, ringChunked(8, 1<<20, 1<<16))
+	if a.Time != b.Time || a.Events != b.Events || a.Bottleneck != b.Bottleneck {
+		t.Errorf("two runs differ: %+v, %+v", a, b)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	p := &timed.Params{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4}
+	deaf := []algos.Schedule{oneWay(10)[0], algos.Single(nil)}
+	if _, err := timed.Run(p, [][]algos.Schedule{deaf}); err == nil || !strings.Contains(err.Error(), "never receives") {
+		t.Errorf("a send nobody receives: %v", err)
+	}
+	// Both ranks first receive from each other: a deadlock.
+	stuck := []algos.Schedule{
+		algos.Single([]algos.Op{{RecvFrom: 1, SendTo: algos.NoPeer, Dst: algos.Output, Count: 4}, {RecvFrom: algos.NoPeer, SendTo: 1, Src: algos.Input, Count: 4}}),
+		algos.Single([]algos.Op{{RecvFrom: 0, SendTo: algos.NoPeer, Dst: algos.Output, Count: 4}, {RecvFrom: algos.NoPeer, SendTo: 0, Src: algos.Input, Count: 4}}),
+	}
+	if _, err := timed.Run(p, [][]algos.Schedule{stuck}); err == nil || !strings.Contains(err.Error(), "deadlock") {
+		t.Errorf("two ranks receiving first: %v", err)
+	}
+	mc := []algos.Schedule{algos.Single([]algos.Op{{RecvFrom: algos.NoPeer, SendTo: algos.McastPeer(2, 0), Src: algos.Input, Count: 4}}), algos.Single(nil)}
+	if _, err := timed.Run(p, [][]algos.Schedule{mc}); err == nil || !strings.Contains(err.Error(), "not modelled") && !strings.Contains(err.Error(), "only ranks") {
+		t.Errorf("a multicast send: %v", err)
+	}
+}

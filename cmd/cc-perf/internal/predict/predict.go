@@ -1,0 +1,476 @@
+// Package predict is the pure core of cc-perf predict (issue 22): for a
+// collective on a cluster described by hosts, ranks per host, links and
+// the tuner's calibration constants, it replays cc's own schedules on the
+// timed simulator (algos/sim/timed) at every size and algorithm, and
+// says which the tuner would pick, what that takes, which algorithm is
+// fastest and which resource saturates. No I/O, clock or goroutines:
+// cmd/cc-perf parses flags into a Config and prints the Rows.
+//
+// How the calibration maps onto the replay (runtime/tune's Consts, the
+// CC_TUNE_FILE format): a slice's CPU stage streams at beta of its link's
+// class (net between hosts; shm, or shm-busy when a host has more ranks
+// than cores, inside one); a hop costs alpha of its class plus the link's
+// latency; a call starts after gamma (the job's class) plus the
+// algorithm's lane latency. Eff, the tuner's fitted efficiency, is not an
+// input: the replay makes the tree's and CTRING's efficiency itself.
+package predict
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim/timed"
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
+)
+
+// Config is one prediction.
+type Config struct {
+	Coll       *bench.Coll
+	Hosts, PPN int
+	// LinkRate is each host's uplink and downlink in bytes per ns (GB/s),
+	// 0 for unlimited; LinkLatency is added to every hop between hosts,
+	// in ns.
+	LinkRate, LinkLatency float64
+	Consts                *tune.Consts
+	Algos                 []algos.Algo      // nil: every modelled algorithm the tuner may pick
+	Protos                []protocols.Proto // nil: all
+	Sizes                 []int64           // bytes (nccl-tests' size column)
+	ElemSize              int               // bytes per element (float: 4)
+	Root                  int
+	Cores, SharedCores    int // see timed.Params
+	SlowHosts             []SlowHost
+	SlowLinks             []timed.SlowLink
+	LateStarts            []LateStart
+	Fabric                *timed.LeafSpine
+	// MaxTransfers bounds the slice transfers of one replay (estimated
+	// before it runs); above it a ring is folded, a tree extrapolated,
+	// anything else refused.
+	MaxTransfers int64
+
+	// Skipped lists, after Validate, the candidates left out because no
+	// replay of them fits MaxTransfers (only without Algos).
+	Skipped []string
+	skip    []candidate
+}
+
+// SlowHost makes one host's CPU stages Factor times slower.
+type SlowHost struct {
+	Host   int
+	Factor float64
+}
+
+// LateStart delays one rank's start of every call by Ns.
+type LateStart struct {
+	Rank int
+	Ns   float64
+}
+
+// DefaultMaxTransfers is the default bound of one exact replay, about a
+// few seconds of the simulator here.
+const DefaultMaxTransfers = 4 << 20
+
+// TieMargin is the margin below which two algorithms are a near tie: the
+// 10-20% a per-collective prediction can be trusted to (reference
+// simulation-at-scale.md §3).
+const TieMargin = 0.10
+
+// Entry is one (algorithm, protocol)'s predicted call.
+type Entry struct {
+	Algo       algos.Algo
+	Proto      protocols.Proto
+	TimeUS     float64 // the replay's time
+	ClosedUS   float64 // the tuner's closed form (runtime/tune.Model.Time)
+	Bottleneck string
+	Busy       float64 // the bottleneck's busy fraction
+	Transfers  int64   // slices the replay moved
+	// Shortcut, when not empty, says how the replay was made cheaper
+	// (folded, extrapolated) and BoundUS bounds the error it adds.
+	Shortcut string
+	BoundUS  float64
+}
+
+// Row is one size.
+type Row struct {
+	Bytes, Count int64
+	Pick         Entry   // the tuner's pick among Entries
+	Entries      []Entry // every candidate, in algorithm then protocol order
+	Best, Next   int     // fastest and runner-up in Entries (Next -1: none)
+	Tie          bool    // Next within TieMargin of Best
+	AlgBW, BusBW float64 // of Pick, GB/s
+}
+
+// Margin is how much slower the runner-up is than the winner (0 with one
+// entry).
+func (r *Row) Margin() float64 {
+	if r.Next < 0 {
+		return 0
+	}
+	return r.Entries[r.Next].TimeUS/r.Entries[r.Best].TimeUS - 1
+}
+
+// modelled reports why the replay cannot run algorithm a, or "".
+func modelled(a algos.Algo) string {
+	switch a {
+	case algos.PAT:
+		return "PAT's slot programs are not modelled by the timed replay"
+	case algos.NVLS, algos.NVLSTree:
+		return a.String() + "'s multicast regions are not modelled by the timed replay"
+	case algos.CollNetDirect, algos.CollNetChain:
+		return a.String() + "'s aggregation server is not modelled by the timed replay"
+	case algos.OneShot:
+		return "OneShot's staging area is not modelled by the timed replay"
+	}
+	return ""
+}
+
+// Validate checks a Config before anything runs: one-line errors naming
+// the bad value and what is allowed.
+func (c *Config) Validate() error {
+	fn, ok := c.Coll.Func()
+	switch {
+	case !ok:
+		return fmt.Errorf("%s is made of point-to-point calls: predict models all_reduce, all_gather, reduce_scatter, broadcast and reduce", c.Coll.Name)
+	case c.Hosts < 1 || c.PPN < 1:
+		return fmt.Errorf("--hosts %d --ranks-per-host %d: want at least 1 of each", c.Hosts, c.PPN)
+	case c.Hosts*c.PPN < 2:
+		return fmt.Errorf("%d rank: want at least 2 ranks (--hosts x --ranks-per-host)", c.Hosts*c.PPN)
+	case c.Root < 0 || c.Root >= c.Hosts*c.PPN:
+		return fmt.Errorf("root %d: want a rank in [0, %d)", c.Root, c.Hosts*c.PPN)
+	case c.LinkRate < 0 || c.LinkLatency < 0:
+		return fmt.Errorf("link rate %g, latency %g ns: want both >= 0", c.LinkRate, c.LinkLatency)
+	}
+	for _, s := range c.Sizes {
+		if s < int64(c.ElemSize) {
+			return fmt.Errorf("size %d bytes: below one %d-byte element", s, c.ElemSize)
+		}
+	}
+	for _, a := range c.Algos {
+		if algos.Lookup(a, fn) == nil {
+			return fmt.Errorf("--algo %s: it has no %s (want one of %s)", a, fn, strings.Join(c.algoNames(fn), ", "))
+		}
+		if why := modelled(a); why != "" {
+			return fmt.Errorf("--algo %s: %s (want one of %s)", a, why, strings.Join(c.algoNames(fn), ", "))
+		}
+	}
+	for _, h := range c.SlowHosts {
+		if h.Host < 0 || h.Host >= c.Hosts || !(h.Factor >= 1) {
+			return fmt.Errorf("--slow-host %d=%g: want a host in [0, %d) and a factor >= 1", h.Host, h.Factor, c.Hosts)
+		}
+	}
+	for _, l := range c.SlowLinks {
+		if l.A < 0 || l.A >= c.Hosts || l.B < 0 || l.B >= c.Hosts || l.A == l.B || !(l.Factor >= 1) {
+			return fmt.Errorf("--slow-link %d-%d=%g: want two different hosts in [0, %d) and a factor >= 1", l.A, l.B, l.Factor, c.Hosts)
+		}
+		if c.LinkRate == 0 {
+			return fmt.Errorf("--slow-link %d-%d=%g: slows the link's rate, and --link gives none (unlimited)", l.A, l.B, l.Factor)
+		}
+	}
+	for _, l := range c.LateStarts {
+		if l.Rank < 0 || l.Rank >= c.Hosts*c.PPN || l.Ns < 0 {
+			return fmt.Errorf("--late-start %d: want a rank in [0, %d) and a delay >= 0", l.Rank, c.Hosts*c.PPN)
+		}
+	}
+	if f := c.Fabric; f != nil && (f.HostsPerLeaf < 1 || !(f.Oversub >= 1) || c.LinkRate == 0) {
+		return fmt.Errorf("--leaf-spine %d:%g: want hosts per leaf >= 1, oversubscription >= 1 and a --link rate", f.HostsPerLeaf, f.Oversub)
+	}
+	if len(c.candidates(fn)) == 0 {
+		return fmt.Errorf("no modelled algorithm and protocol left for %s on %d hosts (--algo, --proto)", fn, c.Hosts)
+	}
+	return c.checkBounds(fn)
+}
+
+// algoNames are the modelled algorithms of fn.
+func (c *Config) algoNames(fn algos.Coll) []string {
+	var out []string
+	for _, a := range algos.Preference {
+		if algos.Lookup(a, fn) != nil && modelled(a) == "" {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
+// candidates are the (row, protocol) entries predicted: the modelled rows
+// the flags allow; without --algo, those the runtime's tuner may pick by
+// default (the log-step rows only between hosts).
+func (c *Config) candidates(fn algos.Coll) []candidate {
+	var out []candidate
+	for a := range algos.Algo(algos.NumAlgos) {
+		row := algos.Lookup(a, fn)
+		if row == nil || modelled(a) != "" {
+			continue
+		}
+		if c.Algos == nil && (a == algos.RecDbl || a == algos.Rabenseifner) && c.Hosts == 1 {
+			continue
+		}
+		if c.Algos != nil && !contains(c.Algos, a) {
+			continue
+		}
+		for _, p := range row.Protos() {
+			if (c.Protos == nil || contains(c.Protos, p)) && !contains(c.skip, candidate{row: row, proto: p}) {
+				out = append(out, candidate{row: row, proto: p})
+			}
+		}
+	}
+	return out
+}
+
+type candidate struct {
+	row   *algos.Algorithm
+	proto protocols.Proto
+}
+
+func contains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// topo is the cluster's topology: ranks numbered host by host.
+func (c *Config) topo() *algos.Topo { return algos.BlockTopo(c.Hosts, c.PPN) }
+
+// intra is the class of links inside a host, as the runtime's tuner picks
+// it: shm-busy when a host's ranks outnumber its cores.
+func (c *Config) intra() tune.Class {
+	cores := c.Cores
+	if c.SharedCores > 0 {
+		cores = c.SharedCores / c.Hosts
+	}
+	if cores > 0 && c.PPN > cores {
+		return tune.SHMBusy
+	}
+	return tune.SHM
+}
+
+// cores is each host's core pool: --cores, else one core per rank, which
+// the lanes of a rank (the tree's up and down halves) share.
+func (c *Config) cores() int {
+	if c.Cores == 0 {
+		return c.PPN
+	}
+	return c.Cores
+}
+
+// model is the tuner's model over the candidates.
+func (c *Config) model(fn algos.Coll) *tune.Model {
+	var mask tune.Mask
+	for _, k := range c.candidates(fn) {
+		mask[fn][k.row.Algo][k.proto] = true
+	}
+	return tune.NewIntra(c.Consts, c.topo(), mask, nil, c.intra())
+}
+
+// Run predicts every size.
+func Run(c *Config) ([]Row, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	fn, _ := c.Coll.Func()
+	m := c.model(fn)
+	n := c.Hosts * c.PPN
+	var rows []Row
+	for _, size := range c.Sizes {
+		cn := c.Coll.Counts(size/int64(c.ElemSize), int64(c.ElemSize), n)
+		nbytes := cn.Bytes(int64(c.ElemSize))
+		row := Row{Bytes: nbytes, Count: max(cn.Send, cn.Recv), Best: -1, Next: -1}
+		if cn.Param == 0 {
+			return nil, fmt.Errorf("size %d bytes: %s over %d ranks leaves 0 elements per rank: want at least %d bytes", size, c.Coll.Name, n, 16*n)
+		}
+		pick, _ := m.Decide(fn, nbytes, 1, -1)
+		for _, k := range c.candidates(fn) {
+			e, err := c.replay(k, cn.Param, nbytes)
+			if err != nil {
+				return nil, fmt.Errorf("size %d bytes, %s/%s: %w", nbytes, k.row.Algo, k.proto, err)
+			}
+			e.ClosedUS = m.Time(fn, k.row.Algo, k.proto, nbytes, 1)
+			row.Entries = append(row.Entries, e)
+			i := len(row.Entries) - 1
+			if k.row.Algo == pick.Algo && k.proto == pick.Proto {
+				row.Pick = e
+			}
+			switch {
+			case row.Best < 0 || e.TimeUS < row.Entries[row.Best].TimeUS:
+				row.Best, row.Next = i, row.Best
+			case row.Next < 0 || e.TimeUS < row.Entries[row.Next].TimeUS:
+				row.Next = i
+			}
+		}
+		row.Tie = row.Next >= 0 && row.Margin() < TieMargin
+		row.AlgBW, row.BusBW = c.Coll.Bandwidth(cn, int64(c.ElemSize), n, row.Pick.TimeUS/1e6)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// shape is how one candidate runs at one size: the FIFO geometry, the
+// slot's payload, the chunk in elements and the estimated transfers.
+type shape struct {
+	g         algos.Geometry
+	step      int
+	chunk     int64
+	align     int64
+	transfers int64
+}
+
+func (c *Config) shape(k candidate, nbytes int64) shape {
+	p := k.proto
+	sh := shape{g: k.row.Geometry[p], step: p.Payload(p.DefaultBuffSize() / protocols.NSteps), align: int64(max(1, 16/c.ElemSize))}
+	sh.chunk = k.row.ChunkFor(&algos.ChunkArgs{Proto: p, Geometry: sh.g, StepPayload: sh.step, ElemSize: c.ElemSize,
+		Align: sh.align, Bytes: nbytes, NChannels: 1, Topo: c.topo()})
+	sh.transfers = c.transfers(k.row.Algo, sh.g, c.Hosts*c.PPN, nbytes, sh.chunk*int64(c.ElemSize))
+	return sh
+}
+
+// checkBounds refuses, before anything runs, a size and candidate whose
+// replay would exceed MaxTransfers even with a shortcut. Without --algo
+// such candidates are left out instead (Skipped says which).
+func (c *Config) checkBounds(fn algos.Coll) error {
+	n := c.Hosts * c.PPN
+	c.skip = nil
+	for _, size := range c.Sizes {
+		cn := c.Coll.Counts(size/int64(c.ElemSize), int64(c.ElemSize), n)
+		nbytes := cn.Bytes(int64(c.ElemSize))
+		for _, k := range c.candidates(fn) {
+			err := c.fits(k, c.shape(k, nbytes), cn.Param)
+			switch {
+			case err == nil:
+			case c.Algos != nil:
+				return fmt.Errorf("%s/%s at %d bytes: %w", k.row.Algo, k.proto, nbytes, err)
+			default:
+				c.skip = append(c.skip, k)
+				c.Skipped = append(c.Skipped, fmt.Sprintf("%s/%s (at %d bytes: %v)", k.row.Algo, k.proto, nbytes, err))
+			}
+		}
+	}
+	if len(c.candidates(fn)) == 0 {
+		return fmt.Errorf("no algorithm fits the replay's bound on %d ranks: %s", n, strings.Join(c.Skipped, "; "))
+	}
+	return nil
+}
+
+// fits says why a candidate's replay at count elements would exceed the
+// bound, or nil.
+func (c *Config) fits(k candidate, sh shape, count int64) error {
+	switch {
+	case sh.transfers <= c.MaxTransfers:
+		return nil
+	case c.foldable(k):
+		if est := sh.transfers / int64(c.Hosts); est > c.MaxTransfers {
+			return fmt.Errorf("%d ranks folded into one host still need about %d slice transfers, above the bound of %d (--max-transfers)", c.Hosts*c.PPN, est, c.MaxTransfers)
+		}
+		return nil
+	case k.row.Algo == algos.Tree:
+		_, _, err := c.loopPlan(sh, count)
+		return err
+	}
+	return fmt.Errorf("%d ranks need about %d slice transfers, above the exact replay's bound of %d (--max-transfers); only rings fold and trees extrapolate", c.Hosts*c.PPN, sh.transfers, c.MaxTransfers)
+}
+
+// replay runs one candidate at count elements (the call's count
+// argument): exactly when its estimated transfers are within
+// MaxTransfers, else folded (shortcut.go) or extrapolated over loops.
+func (c *Config) replay(k candidate, count, nbytes int64) (Entry, error) {
+	sh := c.shape(k, nbytes)
+	switch {
+	case sh.transfers <= c.MaxTransfers:
+		return c.exact(k, sh, count)
+	case c.foldable(k):
+		return c.fold(k, sh, count)
+	case k.row.Algo == algos.Tree:
+		return c.extrapolate(k, sh, count)
+	}
+	return Entry{}, c.fits(k, sh, count)
+}
+
+// exact replays every rank.
+func (c *Config) exact(k candidate, sh shape, count int64) (Entry, error) {
+	topo := c.topo()
+	scheds := make([]algos.Schedule, topo.NRanks)
+	for r := range scheds {
+		scheds[r] = c.gen(k, sh, topo, r, count)
+	}
+	return c.run(k, c.params(k, topo, sh.g, sh.step), scheds)
+}
+
+func (c *Config) gen(k candidate, sh shape, topo *algos.Topo, r int, count int64) algos.Schedule {
+	return k.row.Gen(&algos.Args{Rank: r, Topo: topo, Root: c.Root, Count: count, ElemSize: c.ElemSize,
+		Part: algos.Part{Count: count, Chunk: sh.chunk, Align: sh.align}})
+}
+
+func (c *Config) run(k candidate, p *timed.Params, scheds []algos.Schedule) (Entry, error) {
+	res, err := timed.Run(p, [][]algos.Schedule{scheds})
+	if err != nil {
+		return Entry{}, err
+	}
+	var moved int64
+	for _, t := range res.Links {
+		moved += t.Slices
+	}
+	return Entry{Algo: k.row.Algo, Proto: k.proto, TimeUS: res.Time / 1000, Bottleneck: res.Bottleneck, Busy: res.Busy, Transfers: moved}, nil
+}
+
+// transfers estimates the slice transfers of a replay: ranks x the
+// sends of one loop x loops x slices per chunk. The ring family's loop
+// moves nranks chunks, with a send per step of its critical path; the
+// tree's moves one chunk down each of its two trees, a rank sending
+// to at most 3 peers a tree; the log-step rows move every chunk at each
+// of their exchanges.
+func (c *Config) transfers(a algos.Algo, g algos.Geometry, n int, nbytes, chunkBytes int64) int64 {
+	fn, _ := c.Coll.Func()
+	sends := int64(tune.StepsOf(fn, a, c.topo()).Total() + 2)
+	per := max(chunkBytes, 1)
+	switch a {
+	case algos.Tree:
+		sends = 6
+	case algos.RecDbl, algos.Rabenseifner:
+	default:
+		per *= int64(n)
+	}
+	loops := max((nbytes+per-1)/per, 1)
+	slices := int64(g.ChunkSteps / g.SliceSteps)
+	return int64(n) * sends * loops * slices
+}
+
+// params maps the constants, links and what-ifs onto the replay.
+func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step int) *timed.Params {
+	p := k.proto
+	cs := c.Consts
+	intra, inter := &cs.Class[c.intra()], &cs.Class[tune.Net]
+	job := intra
+	if c.Hosts > 1 {
+		job = inter
+	}
+	gamma := job.Gamma[p]
+	if ag := job.AlgoGamma[k.row.Algo]; ag != 0 {
+		gamma = ag
+	}
+	tp := &timed.Params{Topo: topo, Geometry: g, StepPayload: step, ElemSize: c.ElemSize,
+		Wire:  float64(p.LineBytes()) / float64(p.LinePayload()),
+		Intra: timed.Class{Alpha: intra.Alpha[p] * 1000, Beta: intra.Beta[p]},
+		Inter: timed.Class{Alpha: inter.Alpha[p]*1000 + c.LinkLatency, Beta: inter.Beta[p]},
+		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
+		Cores: c.cores(), SharedCores: c.SharedCores,
+		Uplink: c.LinkRate, Downlink: c.LinkRate, SlowLinks: c.SlowLinks, Fabric: c.Fabric}
+	if len(c.SlowHosts) > 0 {
+		tp.SlowHost = make([]float64, c.Hosts)
+		for h := range tp.SlowHost {
+			tp.SlowHost[h] = 1
+		}
+		for _, s := range c.SlowHosts {
+			tp.SlowHost[s.Host] = s.Factor
+		}
+	}
+	if len(c.LateStarts) > 0 {
+		tp.LateStart = make([]float64, topo.NRanks)
+		for _, l := range c.LateStarts {
+			tp.LateStart[l.Rank] = l.Ns
+		}
+	}
+	return tp
+}

@@ -1,0 +1,240 @@
+package predict
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim/timed"
+	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
+	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
+)
+
+func coll(name string) *bench.Coll {
+	for _, c := range bench.Collectives {
+		if c.Name == name {
+			return c
+		}
+	}
+	panic(name)
+}
+
+func base() *Config {
+	return &Config{Coll: coll("all_reduce"), Hosts: 2, PPN: 1, Consts: tune.Default(), ElemSize: 4,
+		Sizes: []int64{1 << 14}, MaxTransfers: DefaultMaxTransfers}
+}
+
+func TestTwoRankRingIsTheClosedForm(t *testing.T) {
+	// LL: one slot per slice and per chunk, so a 16 KiB all-reduce on 2
+	// ranks is one slice per Op: the replay is gamma + 2 alpha +
+	// bytes/beta, what the tuner's closed form says for the ring.
+	c := base()
+	c.Algos, c.Protos = []algos.Algo{algos.Ring}, []protocols.Proto{protocols.LL}
+	rows, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rows[0].Pick
+	if math.Abs(e.TimeUS-e.ClosedUS) > 1e-6*e.ClosedUS {
+		t.Errorf("2-rank ring LL 16 KiB: replay %.4f us, closed form %.4f us", e.TimeUS, e.ClosedUS)
+	}
+	k := &tune.Default().Class[tune.Net]
+	if want := k.Gamma[protocols.LL] + 2*k.Alpha[protocols.LL] + float64(1<<14)/(1000*k.Beta[protocols.LL]); math.Abs(e.TimeUS-want) > 1e-6*want {
+		t.Errorf("replay %.4f us, want %.4f", e.TimeUS, want)
+	}
+}
+
+func TestPickAndWinners(t *testing.T) {
+	c := base()
+	c.Hosts, c.Sizes = 4, []int64{1 << 10, 1 << 22}
+	rows, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if len(r.Entries) < 6 { // ring, tree, CTRING and the log-step rows over three protocols, less the ones without
+			t.Errorf("size %d: %d entries", r.Bytes, len(r.Entries))
+		}
+		best := r.Entries[r.Best]
+		for _, e := range r.Entries {
+			if e.TimeUS < best.TimeUS {
+				t.Errorf("size %d: %s/%s %.1f us beats the winner %s/%s %.1f", r.Bytes, e.Algo, e.Proto, e.TimeUS, best.Algo, best.Proto, best.TimeUS)
+			}
+		}
+		if r.Pick.TimeUS <= 0 || r.BusBW <= 0 {
+			t.Errorf("size %d: pick %+v, busbw %g", r.Bytes, r.Pick, r.BusBW)
+		}
+		if r.Tie != (r.Margin() < TieMargin) {
+			t.Errorf("size %d: tie %v at margin %.3f", r.Bytes, r.Tie, r.Margin())
+		}
+	}
+}
+
+func TestWhatIfsNeverFaster(t *testing.T) {
+	// A slow host, a slow link, a late rank: never faster than without.
+	c := base()
+	c.Hosts, c.Sizes, c.LinkRate = 4, []int64{1 << 20}, 0.125
+	c.Algos = []algos.Algo{algos.Ring, algos.Tree}
+	c.Protos = []protocols.Proto{protocols.Simple}
+	plain, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func(*Config){
+		"slow host": func(c *Config) { c.SlowHosts = []SlowHost{{Host: 1, Factor: 3}} },
+		"slow link": func(c *Config) { c.SlowLinks = []timed.SlowLink{{A: 0, B: 1, Factor: 4}} },
+		"late rank": func(c *Config) { c.LateStarts = []LateStart{{Rank: 2, Ns: 500000}} },
+		"leaf/spine": func(c *Config) {
+			c.Fabric = &timed.LeafSpine{HostsPerLeaf: 2, Oversub: 4}
+		},
+	} {
+		w := *c
+		f(&w)
+		rows, err := Run(&w)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i, e := range rows[0].Entries {
+			if p := plain[0].Entries[i]; e.TimeUS < p.TimeUS*(1-1e-9) {
+				t.Errorf("%s: %s %.1f us, faster than without (%.1f)", name, e.Algo, e.TimeUS, p.TimeUS)
+			}
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"nvls", func(c *Config) { c.Algos = []algos.Algo{algos.NVLS} }, "not modelled"},
+		{"pat", func(c *Config) { c.Coll, c.Algos = coll("all_gather"), []algos.Algo{algos.PAT} }, "not modelled"},
+		{"tree all-gather", func(c *Config) { c.Coll, c.Algos = coll("all_gather"), []algos.Algo{algos.Tree} }, "has no"},
+		{"below an element", func(c *Config) { c.Sizes = []int64{2} }, "below one 4-byte element"},
+		{"one rank", func(c *Config) { c.Hosts = 1 }, "at least 2 ranks"},
+		{"p2p", func(c *Config) { c.Coll = coll("alltoall") }, "point-to-point"},
+		{"slow link without a rate", func(c *Config) { c.SlowLinks = []timed.SlowLink{{A: 0, B: 1, Factor: 2}} }, "gives none"},
+		{"slow host out of range", func(c *Config) { c.SlowHosts = []SlowHost{{Host: 5, Factor: 2}} }, "want a host in [0, 2)"},
+		{"too big", func(c *Config) {
+			c.Hosts, c.PPN, c.Sizes, c.Algos = 512, 8, []int64{1 << 30}, []algos.Algo{algos.CTRing}
+		}, "above the exact replay's bound"},
+	} {
+		c := base()
+		tc.edit(c)
+		_, err := Run(c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestFoldEqualsFullReplay(t *testing.T) {
+	// A ring on identical hosts: one host's ranks replayed for all of them
+	// give the time of every rank replayed, at sizes that divide evenly
+	// (no rounding) and with links that bind.
+	for _, tc := range []struct {
+		coll       string
+		hosts, ppn int
+		size       int64
+	}{
+		{"all_reduce", 16, 1, 16 << 20},
+		{"all_reduce", 16, 2, 8 << 20},
+		{"all_reduce", 32, 2, 1 << 20},
+		{"all_gather", 16, 2, 4 << 20},
+		{"reduce_scatter", 24, 1, 3 << 20},
+	} {
+		c := base()
+		c.Coll, c.Hosts, c.PPN, c.Sizes, c.LinkRate = coll(tc.coll), tc.hosts, tc.ppn, []int64{tc.size}, 0.125
+		c.Algos, c.Protos = []algos.Algo{algos.Ring}, []protocols.Proto{protocols.Simple}
+		full, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MaxTransfers = estimate(c) - 1 // too small for the full replay
+		folded, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, e := folded[0].Pick, full[0].Pick
+		if f.Shortcut == "" || e.Shortcut != "" {
+			t.Fatalf("%s %dx%d: shortcuts %q and %q, want folded and exact", tc.coll, tc.hosts, tc.ppn, f.Shortcut, e.Shortcut)
+		}
+		if math.Abs(f.TimeUS-e.TimeUS) > 1e-6*e.TimeUS+f.BoundUS {
+			t.Errorf("%s %dx%d %d bytes: folded %.3f us (bound %.3f), full %.3f us", tc.coll, tc.hosts, tc.ppn, tc.size, f.TimeUS, f.BoundUS, e.TimeUS)
+		}
+	}
+}
+
+// estimate is the transfers Run estimates for c's one candidate and size.
+func estimate(c *Config) int64 {
+	fn, _ := c.Coll.Func()
+	k := c.candidates(fn)[0]
+	nbytes := c.Coll.Counts(c.Sizes[0]/4, 4, c.Hosts*c.PPN).Bytes(4)
+	return c.shape(k, nbytes).transfers
+}
+
+func TestFoldBoundCoversRounding(t *testing.T) {
+	// A size that does not divide evenly: the fold rounds the count up,
+	// and its bound covers the difference from the full replay.
+	c := base()
+	c.Hosts, c.PPN, c.Sizes, c.LinkRate = 12, 2, []int64{1000004}, 0.125
+	c.Algos, c.Protos = []algos.Algo{algos.Ring}, []protocols.Proto{protocols.Simple}
+	full, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxTransfers = estimate(c) - 1
+	folded, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, e := folded[0].Pick, full[0].Pick
+	if f.BoundUS <= 0 || math.Abs(f.TimeUS-e.TimeUS) > f.BoundUS {
+		t.Errorf("folded %.3f us within %.3f, full %.3f us", f.TimeUS, f.BoundUS, e.TimeUS)
+	}
+}
+
+func TestExtrapolationNearFullReplay(t *testing.T) {
+	// A tree of 16 ranks over 64 loops: extrapolated from 4, 8 and 16
+	// loops, the time is the full replay's within the printed bound (and
+	// within 1%, the pipeline being steady).
+	c := base()
+	c.Hosts, c.Sizes, c.LinkRate = 16, []int64{64 << 20}, 0.125
+	c.Algos, c.Protos = []algos.Algo{algos.Tree}, []protocols.Proto{protocols.Simple}
+	full, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxTransfers = full[0].Pick.Transfers / 3
+	ext, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, e := ext[0].Pick, full[0].Pick
+	if x.Shortcut == "" {
+		t.Fatalf("not extrapolated: %+v", x)
+	}
+	if d := math.Abs(x.TimeUS - e.TimeUS); d > x.BoundUS+0.01*e.TimeUS {
+		t.Errorf("extrapolated %.1f us (bound %.1f), full %.1f us (%s)", x.TimeUS, x.BoundUS, e.TimeUS, x.Shortcut)
+	}
+}
+
+// BenchmarkScale is the scale target: 4096 ranks (512 hosts x 8)
+// x 1 GiB, ring and tree all-reduce (go test -bench Scale -run XXX).
+func BenchmarkScale(b *testing.B) {
+	for _, algo := range []algos.Algo{algos.Ring, algos.Tree} {
+		b.Run(algo.String(), func(b *testing.B) {
+			c := base()
+			c.Hosts, c.PPN, c.Sizes = 512, 8, []int64{1 << 30}
+			c.Algos, c.Protos = []algos.Algo{algo}, []protocols.Proto{protocols.Simple}
+			for b.Loop() {
+				if _, err := Run(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
