@@ -110,6 +110,15 @@ func (c *Comm) flatDisabled(row *algos.Algorithm) string {
 	if why := row.Flat.Unavailable(c.topo); why != "" {
 		return why
 	}
+	if rooted := row.Coll == algos.Broadcast || row.Coll == algos.Reduce; rooted && !c.p.Algo.Set && c.intraClass() == tune.SHMBusy {
+		// A one-shot call waits for every rank; the ring's broadcast and
+		// reduce do not (the root returns once its data is in the FIFO),
+		// and with ranks outnumbering cores that wait is a trip through
+		// the scheduler. cc-perf tune, 4 ranks on 2 cores, 2026-11-27:
+		// OneShot took 7-121x the ring's time for broadcast up to 512 KiB
+		// and reduce up to 2 KiB, where the tuner picked it.
+		return fmt.Sprintf("%s runs %s only where NCCL_ALGO names it when a host's ranks outnumber its cores", row.Algo, row.Coll)
+	}
 	if c.flat.area == nil {
 		return fmt.Sprintf("%s has no staging area on this host", row.Algo)
 	}

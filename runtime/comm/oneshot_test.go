@@ -10,6 +10,7 @@ import (
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
+	"github.com/seed-760dd1f1/cc/runtime/tune"
 )
 
 // oneShotEnv forces the one-shot rows with slots of 4 KiB, so that calls
@@ -358,5 +359,46 @@ func BenchmarkOneShotAllReduce8B(b *testing.B) {
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestOneShotRootedBusyHost: with a host's ranks outnumbering its cores
+// (4 ranks on this 2-core machine; on a bigger one the host is not busy
+// and OneShot stays allowed), broadcast and reduce leave OneShot to
+// NCCL_ALGO: the tuner runs the ring, whose root does not wait for every
+// rank. Named, OneShot still runs.
+func TestOneShotRootedBusyHost(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		env := map[string]string{}
+		if named {
+			env["NCCL_ALGO"] = "oneshot,ring"
+		}
+		t.Run(fmt.Sprintf("named=%v", named), func(t *testing.T) {
+			cs := withHosts(t, hostLayouts(4)["onehost"], testParams(t, env))
+			got := make([]algos.Algo, len(cs))
+			mustEach(t, cs, "Broadcast", func(c *Comm) error {
+				b := make([]byte, 8)
+				if err := c.Broadcast(b, b, 2, reduce.Int32, 0); err != nil {
+					return err
+				}
+				got[c.Rank()], _, _, _ = c.Ran()
+				return nil
+			})
+			for r, c := range cs {
+				busy := c.intraClass() == tune.SHMBusy
+				allowed := named || !busy
+				for _, kind := range []algos.Coll{algos.Broadcast, algos.Reduce} {
+					if ok := c.model.Time(kind, algos.OneShot, protocols.Simple, 8, 1) >= 0; ok != allowed {
+						t.Errorf("rank %d (busy host: %v, NCCL_ALGO named: %v): OneShot may run %s: %v, want %v", r, busy, named, kind, ok, allowed)
+					}
+				}
+				if !allowed && got[r] == algos.OneShot {
+					t.Errorf("rank %d ran a small broadcast by OneShot on a busy host without NCCL_ALGO naming it", r)
+				}
+				if ok := c.model.Time(algos.AllReduce, algos.OneShot, protocols.Simple, 8, 1) >= 0; !ok {
+					t.Errorf("rank %d: OneShot all-reduce excluded; only the rooted collectives are", r)
+				}
+			}
+		})
 	}
 }
