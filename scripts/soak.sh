@@ -144,7 +144,8 @@ if [ "${1-}" = _job ]; then
 			fi
 		fi
 		for p in "${pids[@]}"; do
-			id=$( (tr '\0' '\n' <"/proc/$p/environ") 2>/dev/null | sed -n 's/^CC_JOB_ID=//p' || true)
+			# 2>/dev/null before the input: a process that ended makes the redirection fail.
+			id=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | sed -n 's/^CC_JOB_ID=//p' || true)
 			[ -z "$id" ] || [[ " ${jobids[*]} " == *" $id "* ]] || jobids+=("$id")
 		done
 		allpids=("${allpids[@]}" "${pids[@]}")
