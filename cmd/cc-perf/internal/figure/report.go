@@ -167,10 +167,10 @@ func metaLine(m results.Meta) string {
 		parts = append(parts, m.Collective)
 	}
 	if m.Ranks > 0 {
-		parts = append(parts, strconv.Itoa(m.Ranks)+" ranks")
+		parts = append(parts, plural(m.Ranks, "rank"))
 	}
 	if m.Hosts > 0 {
-		parts = append(parts, strconv.Itoa(m.Hosts)+" hosts")
+		parts = append(parts, plural(m.Hosts, "host"))
 	}
 	if m.Date != "" {
 		parts = append(parts, m.Date)
@@ -307,4 +307,12 @@ func verdictClass(v string) string {
 		return "warn"
 	}
 	return "bad"
+}
+
+// plural is "1 host", "2 hosts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
