@@ -64,15 +64,7 @@ func TestLogStepDefault(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := withHosts(t, hostLayouts(2)[tc.layout], testParams(t, tc.env))
-			got := make([]algos.Algo, len(cs))
-			mustEach(t, cs, "AllReduce", func(c *Comm) error {
-				b := make([]byte, 8)
-				if err := c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum); err != nil {
-					return err
-				}
-				got[c.Rank()], _, _, _ = c.Ran()
-				return nil
-			})
+			got := ranSmall(t, cs, "AllReduce", func(c *Comm, b []byte) error { return c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum) })
 			for r, c := range cs {
 				for _, a := range []algos.Algo{algos.RecDbl, algos.Rabenseifner} {
 					if ok := c.model.Time(algos.AllReduce, a, protocols.LL, 8, 1) >= 0; ok != tc.allowed {
@@ -121,15 +113,7 @@ func TestHierRecDblOnlyNamed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := withHosts(t, hostLayouts(4)["pairs"], testParams(t, tc.env))
-			got := make([]algos.Algo, len(cs))
-			mustEach(t, cs, "AllReduce", func(c *Comm) error {
-				b := make([]byte, 8)
-				if err := c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum); err != nil {
-					return err
-				}
-				got[c.Rank()], _, _, _ = c.Ran()
-				return nil
-			})
+			got := ranSmall(t, cs, "AllReduce", func(c *Comm, b []byte) error { return c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum) })
 			for r, c := range cs {
 				if ok := c.model.Time(algos.AllReduce, algos.HierRecDbl, protocols.LL, 8, 1) >= 0; ok != tc.allowed {
 					t.Errorf("rank %d: HierRecDbl may run: %v, want %v", r, ok, tc.allowed)
@@ -140,4 +124,19 @@ func TestHierRecDblOnlyNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ranSmall runs an 8-byte call on every rank of cs and returns the
+// algorithm each rank ran it with.
+func ranSmall(t *testing.T, cs []*Comm, name string, call func(c *Comm, b []byte) error) []algos.Algo {
+	t.Helper()
+	got := make([]algos.Algo, len(cs))
+	mustEach(t, cs, name, func(c *Comm) error {
+		if err := call(c, make([]byte, 8)); err != nil {
+			return err
+		}
+		got[c.Rank()], _, _, _ = c.Ran()
+		return nil
+	})
+	return got
 }
