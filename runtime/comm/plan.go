@@ -147,6 +147,9 @@ func (e *noAlgoError) Error() string {
 // row and protocol, the tuner's fastest entry among those that may run (a
 // Control call: the ring's fastest protocol, whatever NCCL_ALGO and
 // NCCL_PROTO say).
+//
+// Its errors name neither the rank nor the collective: the caller's
+// (validate's) wrapping does.
 func (c *Comm) choose(k *coll) error {
 	if err := c.algoErr[k.kind]; err != nil && !k.control {
 		e := *err.(*noAlgoError)
@@ -165,14 +168,14 @@ func (c *Comm) choose(k *coll) error {
 			best = tune.Choice{Algo: f.Algo, Proto: f.Proto, Channels: f.Channels,
 				Time: c.model.Time(k.kind, f.Algo, f.Proto, k.nbytes, f.Channels)}
 			if best.Time < 0 {
-				return fmt.Errorf("rank %d: %s: forced %s/%s may not run: NCCL_ALGO, NCCL_PROTO or NCCL_PAT_ENABLE exclude it, or the table has no such row", c.rank, k.kind, f.Algo, f.Proto)
+				return fmt.Errorf("forced %s/%s may not run: NCCL_ALGO, NCCL_PROTO or NCCL_PAT_ENABLE exclude it, or the table has no such row", f.Algo, f.Proto)
 			}
 			if best.Channels == 0 {
 				best.Channels = k.channels
 			}
 		}
 		if best.Time < 0 {
-			return fmt.Errorf("rank %d: %s: the tuner cannot time any entry NCCL_ALGO and NCCL_PROTO allow: its constants (%s) give them no efficiency", c.rank, k.kind, c.consts.Source)
+			return fmt.Errorf("the tuner cannot time any entry NCCL_ALGO and NCCL_PROTO allow: its constants (%s) give them no efficiency", c.consts.Source)
 		}
 		*d = decision{kind: k.kind, nbytes: k.nbytes, channels: k.channels, only: only, forced: c.forced,
 			row: algos.Lookup(best.Algo, k.kind), best: best, next: next}

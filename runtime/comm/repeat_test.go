@@ -127,3 +127,20 @@ func putI32(b []byte, i int, v int32) { binary.LittleEndian.PutUint32(b[4*i:], u
 func TestOneShotKilledPeer(t *testing.T) {
 	killPeer(t, "forever-small", func(int) []string { return []string{"NCCL_SHM_DISABLE=0", "NCCL_ALGO=oneshot"} })
 }
+
+// TestForcedExcludedEntry: a call forced onto an entry that may not run
+// fails once per rank, naming the rank and the collective once.
+func TestForcedExcludedEntry(t *testing.T) {
+	cs := withHosts(t, hostLayouts(2)["onehost"], testParams(t, map[string]string{"NCCL_ALGO": "ring"}))
+	c := cs[0]
+	if err := c.Force(algos.Tree, protocols.Simple, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ForceNone()
+	b := make([]byte, 8)
+	err := c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum)
+	const want = "rank 0: AllReduce: forced Tree/Simple may not run: "
+	if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "rank 0") != 1 {
+		t.Errorf("forced excluded entry: %v, want one error starting %q", err, want)
+	}
+}
