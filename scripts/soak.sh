@@ -5,13 +5,16 @@
 # behind after them.
 #
 #   scripts/soak.sh [-d DURATION] [-n NP] [--where local|testbed|both] [-o DIR]
-#                   [--rss-growth MIB] [--fd-growth N] [--cycles N]
+#                   [--rss-growth MIB] [--heap-growth MIB] [--fd-growth N] [--cycles N]
 #
 # DURATION is N[smh] (default 1h): no job starts after it has passed. NP ranks per job
 # (default 4; on the testbed 2 per host). --where: local jobs, testbed jobs (tb1, tb2 under
 # scripts/testbed.sh run, each job under flock /tmp/cc-testbed-user.lock, released between
 # jobs), or both in turn (the default when this runs as root with sshd installed; else
-# local). Every job runs the same sweep --cycles times (default 20: -N).
+# local). Every job runs the same sweep --cycles times (default 20: -N); a job that ends
+# before it could be sampled makes the later jobs of its sweep run 4 times as many cycles
+# (up to 1024x), and counts as "too short to sample", not as a failure (the run fails if
+# no job at all was sampled).
 #
 # Sampled every second while a job runs, for every process of the job (ccrun, agents,
 # ranks: /proc/PID/status VmRSS and Threads, /proc/PID/fd), and the TCP sockets they listen
@@ -21,8 +24,12 @@
 # the line after the first sweep, its end the line after the last.
 #
 # Bounds, per process and job, from start to end: RSS grows by at most --rss-growth MiB
-# (default 32), open fds by at most --fd-growth (default 0), threads by at most 8 (Go
-# adds threads for blocking system calls), goroutines by at most 4. After every job: no
+# (default 64: a Go process's RSS follows its heap, which swings by a sweep's garbage
+# until the collector runs), the floor of its live Go heap (heap_live of --runtime_stats,
+# taken after a collection: the least of the second half of its sweeps against the least
+# of the first half; it rises only when memory stays reachable) by at most --heap-growth MiB (default 16), open fds by at most --fd-growth
+# (default 0), threads by at most 8 (Go adds threads for blocking system calls),
+# goroutines by at most 4. After every job: no
 # process of it is left, no socket of it listens, and /dev/shm of every host it ran on
 # holds no entry it created.
 #
@@ -194,18 +201,28 @@ if [ "${1-}" = _job ]; then
 		g=$((thr1[$p] - thr0[$p])); [ "$g" -le "${max[8]}" ] || max[8]=$g
 	done
 	# Goroutines: per pid, the first and the last --runtime_stats line (the most of any
-	# pid at each, and the largest growth).
+	# pid at each, and the largest growth). Heap: per pid, the floor (least live heap,
+	# measured after a collection) of the first half of its sweeps and of the second
+	# half; the largest rise of the floor, in KiB. RSS swings with the collector's timing
+	# (a sweep's garbage stays until the heap doubles); the live heap's floor rises only
+	# when memory stays reachable.
 	gor=$(awk '$2 == "cc-perf" && $3 == "runtime:" && $8 == "goroutines" {
-			if (!($5 in first)) first[$5] = $9; last[$5] = $9 }
+			if (!($5 in first)) first[$5] = $9; last[$5] = $9; n[$5]++; heap[$5, n[$5]] = $13 }
 		END { for (p in first) { if (first[p] > g0) g0 = first[p]; if (last[p] > g1) g1 = last[p]
-			if (last[p] - first[p] > gg) gg = last[p] - first[p] }
-			print g0 + 0, g1 + 0, gg + 0 }' <(sed 's/^\[[^]]*\]<[a-z]*>: //' "$out"))
+			if (last[p] - first[p] > gg) gg = last[p] - first[p]
+			h = int(n[p] / 2); lo1 = -1; lo2 = -1
+			for (i = 1; i <= n[p]; i++) {
+				v = heap[p, i]
+				if (i <= h) { if (lo1 < 0 || v < lo1) lo1 = v } else if (lo2 < 0 || v < lo2) lo2 = v
+			}
+			if (h > 0 && (lo2 - lo1) / 1024 > hg) hg = int((lo2 - lo1) / 1024) }
+			print g0 + 0, g1 + 0, gg + 0, hg + 0 }' <(sed 's/^\[[^]]*\]<[a-z]*>: //' "$out"))
 	echo "$SOAK_ID $where $coll $algo $proto $code $rows $wrong ${#rss0[@]} $nlisten ${max[*]} $shmleft $left $lnleft $gor" >>"$SOAK_DIR/jobs.txt"
 	exit 0
 fi
 
 # ---- the soak -----------------------------------------------------------------------------
-duration=1h np=4 where= dir= rssGrowth=32 fdGrowth=0 cycles=20
+duration=1h np=4 where= dir= rssGrowth=64 heapGrowth=16 fdGrowth=0 cycles=20
 while [ $# -gt 0 ]; do
 	case $1 in
 	-d | --duration) duration=${2-}; shift 2 || usage_error "-d needs a duration" ;;
@@ -213,6 +230,7 @@ while [ $# -gt 0 ]; do
 	--where) where=${2-}; shift 2 || usage_error "--where needs local, testbed or both" ;;
 	-o) dir=${2-}; shift 2 || usage_error "-o needs a directory" ;;
 	--rss-growth) rssGrowth=${2-}; shift 2 || usage_error "--rss-growth needs MiB" ;;
+	--heap-growth) heapGrowth=${2-}; shift 2 || usage_error "--heap-growth needs MiB" ;;
 	--fd-growth) fdGrowth=${2-}; shift 2 || usage_error "--fd-growth needs a count" ;;
 	--cycles) cycles=${2-}; shift 2 || usage_error "--cycles needs a count" ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$self" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -223,6 +241,7 @@ total=$(seconds "$duration" 2>/dev/null) && [ "$total" -gt 0 ] ||
 	usage_error "bad -d '$duration' (allowed: a positive N followed by s, m or h: 90s, 10m, 1h)"
 [[ $np =~ ^[0-9]+$ ]] && [ "$np" -ge 2 ] || usage_error "bad -n '$np' (allowed: 2 or more ranks)"
 [[ $rssGrowth =~ ^[0-9]+$ ]] || usage_error "bad --rss-growth '$rssGrowth' (allowed: MiB, 0 or more)"
+[[ $heapGrowth =~ ^[0-9]+$ ]] || usage_error "bad --heap-growth '$heapGrowth' (allowed: MiB, 0 or more)"
 [[ $fdGrowth =~ ^[0-9]+$ ]] || usage_error "bad --fd-growth '$fdGrowth' (allowed: 0 or more)"
 [[ $cycles =~ ^[0-9]+$ ]] && [ "$cycles" -ge 2 ] || usage_error "bad --cycles '$cycles' (allowed: 2 or more: the first sweep is the start)"
 if [ -z "$where" ]; then
@@ -242,7 +261,8 @@ export SOAK_BIN SOAK_DIR=$dir
 
 start=$(date +%s)
 end=$((start + total))
-echo "soak.sh: $duration of cc-perf jobs ($where, $np ranks, $cycles sweeps each), bounds per process: RSS +${rssGrowth} MiB, fds +$fdGrowth, threads +8; output in $dir" >&2
+echo "soak.sh: $duration of cc-perf jobs ($where, $np ranks, $cycles sweeps each), bounds per process: RSS +${rssGrowth} MiB, heap floor +${heapGrowth} MiB, fds +$fdGrowth, threads +8; output in $dir" >&2
+declare -a scale=()
 i=0 k=0
 while [ "$(date +%s)" -lt "$end" ]; do
 	if [ "$where" = both ]; then place=$([ $((i % 2)) = 0 ] && echo local || echo testbed); else place=$where; fi
@@ -255,25 +275,36 @@ while [ "$(date +%s)" -lt "$end" ]; do
 		case $runs/$place in local/testbed | multi/local) continue ;; esac
 		break
 	done
-	read -r -a sizes <<<"${SIZES[i % ${#SIZES[@]}]}"
+	si=$((i % ${#SIZES[@]}))
+	read -r -a sizes <<<"${SIZES[si]}"
 	i=$((i + 1))
-	echo "soak.sh: job $i ($place): NCCL_ALGO=$algo NCCL_PROTO=$proto cc-perf $coll ${sizes[*]} -N $cycles" >&2
+	n=$((cycles * ${scale[si]:-1}))
+	echo "soak.sh: job $i ($place): NCCL_ALGO=$algo NCCL_PROTO=$proto cc-perf $coll ${sizes[*]} -N $n" >&2
 	if [ "$place" = testbed ]; then
-		SOAK_ID=$i flock "$LOCK" "$repo/scripts/testbed.sh" run "$self" _job testbed "$np" "$cycles" "$coll" "$algo" "$proto" "${sizes[@]}" ||
+		SOAK_ID=$i flock "$LOCK" "$repo/scripts/testbed.sh" run "$self" _job testbed "$np" "$n" "$coll" "$algo" "$proto" "${sizes[@]}" ||
 			echo "$i testbed $coll $algo $proto 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0" >>"$dir/jobs.txt"
 	else
-		SOAK_ID=$i "$self" _job local "$np" "$cycles" "$coll" "$algo" "$proto" "${sizes[@]}" ||
+		SOAK_ID=$i "$self" _job local "$np" "$n" "$coll" "$algo" "$proto" "${sizes[@]}" ||
 			echo "$i local $coll $algo $proto 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0" >>"$dir/jobs.txt"
+	fi
+	# A job that ended before it could be sampled (a quiet machine runs a sweep in well
+	# under the sampling second): the next jobs of its sweep run 4 times as many cycles.
+	if tail -n1 "$dir/jobs.txt" | awk '{ exit !($6 == 0 && $9 == 0) }'; then
+		scale[si]=$((${scale[si]:-1} * 4))
+		[ "${scale[si]}" -le 1024 ] || scale[si]=1024
 	fi
 	tail -n1 "$dir/jobs.txt" | awk '{printf "soak.sh: job %s: exit %s, %s rows, #wrong %s, %s processes, %s listeners, largest RSS %s -> %s KiB, fds %s -> %s, goroutines %s -> %s\n", $1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $23, $24}' >&2
 done
 
 # The summary: one line, and the verdict.
-awk -v secs=$(($(date +%s) - start)) -v rg=$((rssGrowth * 1024)) -v fg="$fdGrowth" '
+awk -v secs=$(($(date +%s) - start)) -v rg=$((rssGrowth * 1024)) -v hg=$((heapGrowth * 1024)) -v fg="$fdGrowth" '
 	{ jobs++; if ($2 == "local") loc++; else tb++
 	  rows += $7; wrong += $8
 	  if ($6 != 0) { failed++; bad = bad " job " $1 " exit " $6 ";" }
-	  else if ($9 == 0) bad = bad " job " $1 " ended before its second sweep: no sample (raise --cycles);"
+	  else if ($9 == 0) unsampled++
+	  else sampled++
+	  if ($26 > gheap) gheap = $26
+	  if ($26 > hg) bad = bad " job " $1 " heap floor +" $26 " KiB;"
 	  if (jobs == 1) { rss0 = $11; fd0 = $13; gor0 = $23 }
 	  rss1 = $12; fd1 = $14; gor1 = $24
 	  if ($25 > ggor) ggor = $25
@@ -286,9 +317,10 @@ awk -v secs=$(($(date +%s) - start)) -v rg=$((rssGrowth * 1024)) -v fg="$fdGrowt
 	  shm += $20; procs += $21; lns += $22
 	  if ($20 + $21 + $22 > 0) bad = bad " job " $1 " left " $20 " shm, " $21 " processes, " $22 " listeners;" }
 	END {
+	  if (jobs > 0 && sampled == 0) bad = bad " no job ran long enough to be sampled;"
 	  verdict = (jobs > 0 && wrong == 0 && bad == "") ? "PASS" : "FAIL"
 	  if (jobs == 0) bad = " no job ran"
-	  printf "soak: %dm%02ds, %d jobs (%d local, %d testbed), %d rows, #wrong %d, %d failed; largest process: RSS %.1f MiB at the first job'"'"'s start, %.1f MiB at the last job'"'"'s end (max growth in a job %d KiB, bound %d KiB); fds %d and %d (max growth %d, bound %d); goroutines %d and %d (max growth %d, bound 4); max thread growth %d (bound 8); left behind: %d /dev/shm entries, %d processes, %d listeners: %s%s\n",
-	    secs / 60, secs % 60, jobs, loc, tb, rows, wrong, failed, rss0 / 1024, rss1 / 1024, grss, rg, fd0, fd1, gfd, fg, gor0, gor1, ggor, gthr, shm, procs, lns, verdict, bad
+	  printf "soak: %dm%02ds, %d jobs (%d local, %d testbed), %d rows, #wrong %d, %d failed; largest process: RSS %.1f MiB at the first job'"'"'s start, %.1f MiB at the last job'"'"'s end (max growth in a job %d KiB, bound %d KiB); heap floor max growth %d KiB (bound %d KiB); %d jobs too short to sample; fds %d and %d (max growth %d, bound %d); goroutines %d and %d (max growth %d, bound 4); max thread growth %d (bound 8); left behind: %d /dev/shm entries, %d processes, %d listeners: %s%s\n",
+	    secs / 60, secs % 60, jobs, loc, tb, rows, wrong, failed, rss0 / 1024, rss1 / 1024, grss, rg, gheap, hg, unsampled, fd0, fd1, gfd, fg, gor0, gor1, ggor, gthr, shm, procs, lns, verdict, bad
 	  exit verdict == "PASS" ? 0 : 1
 	}' "$dir/jobs.txt"

@@ -211,7 +211,7 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	fs.StringVarP(&f.outputFormat, "rccl_output_format", "Z", "", "csv or json: the format of -X's file (json without -Z); without -X, of -J's or -x's file (the old rccl-tests' CSV, or nccl-tests JSON), whose extension says it otherwise")
 	fs.StringVarP(&f.rcclOutput, "rccl_output_file", "X", "", "current rccl-tests' result file, in -Z's format: one record per half row, written row by row; never overwrites (tries FILE.0, FILE.1, ...)")
 	i(&f.showAlgo, "output_algo_proto_channels", "A", 0, 1, "1: add algo proto nchannels columns after the in-place half: how the runtime ran the timed calls (rccl-tests' -A; N/A for collectives made of point-to-point calls)")
-	i(&f.runtimeStats, "runtime_stats", "", 0, 1, "1: after each sweep, every process writes one line to stderr: its pid, goroutines and Go heap in use (what scripts/soak.sh watches)")
+	i(&f.runtimeStats, "runtime_stats", "", 0, 1, "1: after each sweep, every process writes one line to stderr: its pid, goroutines, Go heap in use and live heap after a collection (what scripts/soak.sh watches)")
 	fs.BoolVar(&f.legacy, "legacy-format", false, "print numbers in the pre-2.17 nccl-tests / rccl-tests style (%6.2f bandwidths, %5g #wrong)")
 	// nccl-tests' other long name of -M, and the old rccl-tests' of -Z.
 	i(&f.memory, "memory_report", "", 0, 1, "same as --memory")

@@ -22,7 +22,7 @@ func TestRuntimeStats(t *testing.T) {
 		t.Fatalf("got %q, want two lines", b.String())
 	}
 	for i, l := range lines {
-		re := regexp.MustCompile(fmt.Sprintf(`^# cc-perf runtime: pid %d sweep %d goroutines [1-9]\d* heap_inuse [1-9]\d*$`, os.Getpid(), i+1))
+		re := regexp.MustCompile(fmt.Sprintf(`^# cc-perf runtime: pid %d sweep %d goroutines [1-9]\d* heap_inuse [1-9]\d* heap_live [1-9]\d*$`, os.Getpid(), i+1))
 		if !re.MatchString(l) {
 			t.Errorf("line %d: got %q, want %v", i, l, re)
 		}
