@@ -61,11 +61,14 @@ func Dial(ctx context.Context, host string, r io.Reader, w io.Writer, c io.Close
 	if !stop() {
 		err = context.Cause(ctx)
 	}
+	if err == nil && h.Version != Version {
+		// Before the send's result: an agent of another version may
+		// answer and exit before our hello reaches it, and its version
+		// says more than the failed send.
+		err = &VersionError{Theirs: h.Version}
+	}
 	if err == nil {
 		err = <-sent
-	}
-	if err == nil && h.Version != Version {
-		err = &VersionError{Theirs: h.Version}
 	}
 	if err != nil {
 		c.Close()
