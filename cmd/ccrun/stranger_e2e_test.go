@@ -289,12 +289,15 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 	if rows := len(wrongRe.FindAllString(j.out.String(), -1)); rows <= rowsBefore {
 		t.Errorf("no row after the strangers (%d before, %d in all): the attack did not run during the sweep", rowsBefore, rows)
 	}
-	// At most one line per stranger, naming it by its address.
+	// At most one line per stranger, naming it by its address. The kernel reuses a
+	// source port for a connection to another listener once the earlier one has closed,
+	// so a line a rank writes (NCCL's "host:pid:tid [dev]" prefix) names this stranger
+	// only if that rank is the process it called.
 	logged := strings.Split(j.out.String()+j.err.String(), "\n")
 	for _, c := range calls {
 		var named []string
 		for _, l := range logged {
-			if strings.Contains(l, c.local) {
+			if m := ncclPrefix.FindStringSubmatch(l); strings.Contains(l, c.local) && (m == nil || m[1] == strconv.Itoa(c.to.pid)) {
 				named = append(named, l)
 			}
 		}
@@ -308,6 +311,10 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 }
 
 // rankEnded is ccrun -v's line for a rank that ended well.
+// ncclPrefix is the start of a line a rank logs (NCCL_DEBUG): host:pid:tid [dev]; group 1
+// is the pid.
+var ncclPrefix = regexp.MustCompile(`[\w.-]+:(\d+):\d+ \[\d+\] `)
+
 var rankEnded = regexp.MustCompile(`^ccrun: rank \d+ on \S+ \(pid \d+\): exit code 0$`)
 
 // strangerLines returns the lines of stderr (what the job wrote from the first stranger
