@@ -123,7 +123,7 @@ func Default() *Consts {
 		// only where NCCL_ALGO names them (runtime/comm), so these
 		// decide nothing there.
 		k.Eff[algos.RecDbl], k.Eff[algos.Rabenseifner] = 1, 1
-		// HierRecDbl (p-tune2) runs the same engine path: the ring's
+		// HierRecDbl runs the same engine path: the ring's
 		// efficiency, its bytes in TrafficOn, until calibrated.
 		k.Eff[algos.HierRecDbl] = 1
 	}

@@ -223,7 +223,7 @@ func TestExtrapolationNearFullReplay(t *testing.T) {
 }
 
 // BenchmarkScale is the scale target: 4096 ranks (512 hosts x 8)
-// x 1 GiB, ring and tree all-reduce (go test -bench Scale -run XXX).
+// x 1 GiB, ring and tree all-reduce (go test -bench Scale -run '^$').
 func BenchmarkScale(b *testing.B) {
 	for _, algo := range []algos.Algo{algos.Ring, algos.Tree} {
 		b.Run(algo.String(), func(b *testing.B) {
