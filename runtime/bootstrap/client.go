@@ -24,6 +24,11 @@ type RankInfo struct {
 	HostID string // identity of the host (hostname + boot id), to find peers on the same host
 	Host   string // hostname, for messages
 	Pid    int
+	// Machine is the boot id of the kernel the rank runs on, empty if unknown.
+	// Ranks of one machine share its cores whatever their host identity says:
+	// fake hosts (CC_HOST_ID), containers and network namespaces of one
+	// machine have their own host names but one kernel.
+	Machine string
 }
 
 // Client is one rank's connection to the root; it is also the rank's lifeline: when the
@@ -99,7 +104,7 @@ func checkJoin(me RankInfo, nranks int) error {
 	case me.Rank < 0 || me.Rank >= nranks:
 		return fmt.Errorf("bootstrap join: rank %d, want 0..%d", me.Rank, nranks-1)
 	}
-	for _, f := range []struct{ name, v string }{{"addr", me.Addr}, {"host id", me.HostID}, {"host", me.Host}} {
+	for _, f := range []struct{ name, v string }{{"addr", me.Addr}, {"host id", me.HostID}, {"host", me.Host}, {"machine", me.Machine}} {
 		if len(f.v) > MaxInfoString {
 			return fmt.Errorf("bootstrap join: rank %d: %s is %d bytes, at most %d allowed", me.Rank, f.name, len(f.v), MaxInfoString)
 		}

@@ -75,7 +75,7 @@ type Comm struct {
 	host         string
 	job          wire.Job // the job's identity, from which Split derives its communicators'
 	splits       int      // Split calls so far: each makes a distinct job
-	hostRanks    int      // ranks on this host sharing its cores: this communicator's, or its parent's (Split)
+	hostRanks    int      // ranks on this machine sharing its cores: this communicator's, or its parent's (Split)
 	p            *param.Params
 	log          *debuglog.Logger
 	boot         *bootstrap.Client
@@ -224,15 +224,18 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// The kernel's identity groups the ranks that share this machine's
+	// cores even when CC_HOST_ID sets the host identity; only then may it
+	// be unreadable.
+	id, err := hw.HostIdentity(hw.Root())
 	hostID := p.HostID
-	if hostID == "" {
-		id, err := hw.HostIdentity(hw.Root())
-		if err != nil {
-			return err
-		}
+	switch {
+	case hostID == "" && err != nil:
+		return err
+	case hostID == "":
 		hostID = id.String()
 	}
-	me := bootstrap.RankInfo{Rank: c.rank, Addr: c.tr.Addr(), HostID: hostID, Host: c.host, Pid: os.Getpid()}
+	me := bootstrap.RankInfo{Rank: c.rank, Addr: c.tr.Addr(), HostID: hostID, Host: c.host, Pid: os.Getpid(), Machine: id.BootID}
 	c.boot, err = bootstrap.Join(ctx, rootAddr, o.Job, me, o.NRanks, p.SocketRetryCnt, p.SocketRetrySleep)
 	if err != nil {
 		return err
@@ -246,6 +249,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		c.warnf("counting cores: %v; assuming 1", err)
 		cores = 1
 	}
+	machineCores := cores
 	cores = c.coreShare(cores, o.hostRanks)
 	c.cores = cores
 	if err := c.agree(ctx, channelCount(p, cores), cores); err != nil {
@@ -267,7 +271,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	}
 	c.openFlat()
 	// A receive polls its socket only while a core is free for it.
-	if c.machineRanks() <= cores {
+	if c.hostRanks <= machineCores {
 		c.tr.SetSpin(p.TCPSpin)
 	}
 	// Under mu: the bootstrap watcher, started above, fails what exists
@@ -293,12 +297,13 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 }
 
 // coreShare is the cores this rank's communicator counts on, which decide
-// whether waits spin, the channel count and the tuner's class. A
-// communicator made by Split shares the host with its parent's other
-// ranks (the other groups run at the same time), so it gets a share of the
-// host's cores proportional to its ranks there: 2 cores, a parent of 4
-// local ranks split in two groups of 2 -> 1 core each, and ranks that
-// outnumber it.
+// whether waits spin, the channel count and the tuner's class. The ranks
+// of its host get a share of the machine's cores proportional to their
+// number among the machine's ranks (machineRanks): 2 cores, 2 testbed
+// hosts of 2 ranks each -> 1 core per host, which its 2 ranks outnumber.
+// A communicator made by Split shares the machine with its parent's other
+// ranks (the other groups run at the same time) alike: 2 cores, a parent
+// of 4 local ranks split in two groups of 2 -> 1 core each.
 func (c *Comm) coreShare(cores, parentRanks int) int {
 	local := 0
 	for _, pi := range c.peers {
@@ -306,18 +311,20 @@ func (c *Comm) coreShare(cores, parentRanks int) int {
 			local++
 		}
 	}
-	c.hostRanks = max(local, parentRanks)
+	c.hostRanks = max(c.machineRanks(), parentRanks)
 	return max(1, cores*local/c.hostRanks)
 }
 
 // machineRanks counts the ranks on this rank's machine: those of its host
-// identity and those of its hostname, which share the machine's cores
-// whatever CC_HOST_ID says (fake hosts of one machine talk TCP, and each
-// receive that polls its socket holds a core).
+// identity, of its hostname and of its kernel (boot id), which share the
+// machine's cores whatever CC_HOST_ID or a network namespace's host name
+// says (fake hosts, containers and the testbed's hosts of one machine talk
+// TCP, and each wait that polls holds a core).
 func (c *Comm) machineRanks() int {
 	n := 0
+	me := c.peers[c.rank]
 	for _, pi := range c.peers {
-		if pi.HostID == c.peers[c.rank].HostID || pi.Host == c.host {
+		if pi.HostID == me.HostID || pi.Host == c.host || (me.Machine != "" && pi.Machine == me.Machine) {
 			n++
 		}
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // Version is the handshake version this build speaks; a server rejects any other.
-const Version uint16 = 1
+// Version 2 added the machine (boot id) to the bootstrap's rank information.
+const Version uint16 = 2
 
 // MaxJobIDLen is the longest job id a frame carries.
 const MaxJobIDLen = 64

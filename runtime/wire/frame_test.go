@@ -97,7 +97,7 @@ func TestDecodeHelloRejects(t *testing.T) {
 		{"too long", append(good[:], 0), testJob, ErrMalformed},
 		{"magic", mutate(func(b []byte) []byte { b[0] = 'C'; return b }), testJob, ErrMagic},
 		{"http", []byte("GET / HTTP/1.1\r\n" + strings.Repeat("x", HelloSize-16)), testJob, ErrMagic},
-		{"version", mutate(func(b []byte) []byte { b[offVersion+1] = 2; return b }), testJob, ErrVersion},
+		{"version", mutate(func(b []byte) []byte { b[offVersion+1] = byte(Version + 1); return b }), testJob, ErrVersion},
 		{"job length", mutate(func(b []byte) []byte { b[offJobLen] = 65; return b }), testJob, ErrMalformed},
 		{"job padding", mutate(func(b []byte) []byte { b[offRank-1] = 1; return b }), testJob, ErrMalformed},
 		{"other job", good[:], Job{ID: "job-43", Secret: testJob.Secret}, ErrJob},

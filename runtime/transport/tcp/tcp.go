@@ -237,7 +237,7 @@ var (
 // handshake's channel field: channel<<2 | the protocol's stream code.
 func streamID(channel int, p protocols.Proto) int32 { return int32(channel<<2 | streamCode[p]) }
 
-// streamCode numbers the protocols in streamID as handshake version 1 does
+// streamCode numbers the protocols in streamID as handshake versions 1 and 2 do
 // (Simple 0, LL 1, LL128 2), independent of protocols.Proto's numbering.
 var streamCode = [protocols.NumProtos]int{protocols.Simple: 0, protocols.LL: 1, protocols.LL128: 2}
 

@@ -205,7 +205,7 @@ func TestPeerDeath(t *testing.T) {
 }
 
 // TestStreamID pins the handshake's channel field: channel<<2 | 0, 1 or 2
-// for Simple, LL and LL128 (handshake version 1).
+// for Simple, LL and LL128 (handshake versions 1 and 2).
 func TestStreamID(t *testing.T) {
 	for _, tc := range []struct {
 		channel int

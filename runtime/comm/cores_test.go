@@ -1,0 +1,38 @@
+package comm
+
+import (
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
+)
+
+// TestCoreShareCountsTheMachine: the ranks of one kernel (boot id) share its
+// cores whatever their host identity and host name say, so 2 testbed hosts
+// of 2 ranks each on 2 cores get 1 core per host (their waits yield), while
+// 2 real machines of 2 ranks get 2 each.
+func TestCoreShareCountsTheMachine(t *testing.T) {
+	type peer struct{ hostID, host, machine string }
+	for _, tc := range []struct {
+		name          string
+		peers         []peer
+		parentRanks   int
+		wantCores     int
+		wantHostRanks int
+	}{
+		{"testbed hosts of one machine", []peer{{"h1", "tb1", "m"}, {"h1", "tb1", "m"}, {"h2", "tb2", "m"}, {"h2", "tb2", "m"}}, 0, 1, 4},
+		{"two machines", []peer{{"h1", "a", "m1"}, {"h1", "a", "m1"}, {"h2", "b", "m2"}, {"h2", "b", "m2"}}, 0, 2, 2},
+		{"fake hosts of one machine", []peer{{"x", "a", "m"}, {"y", "b", "m"}}, 0, 1, 2},
+		{"fake hosts, machine unknown", []peer{{"x", "a", ""}, {"y", "a", ""}}, 0, 1, 2},
+		{"hosts, machine unknown", []peer{{"h1", "a", ""}, {"h1", "a", ""}, {"h2", "b", ""}, {"h2", "b", ""}}, 0, 2, 2},
+		{"one host", []peer{{"h", "a", "m"}, {"h", "a", "m"}, {"h", "a", "m"}, {"h", "a", "m"}}, 0, 2, 4},
+		{"split of a 4-rank host", []peer{{"h", "a", "m"}, {"h", "a", "m"}}, 4, 1, 4},
+	} {
+		c := &Comm{rank: 0, host: tc.peers[0].host}
+		for r, p := range tc.peers {
+			c.peers = append(c.peers, bootstrap.RankInfo{Rank: r, HostID: p.hostID, Host: p.host, Machine: p.machine})
+		}
+		if got := c.coreShare(2, tc.parentRanks); got != tc.wantCores || c.hostRanks != tc.wantHostRanks {
+			t.Errorf("%s: coreShare(2 cores) = %d cores, %d ranks on the machine; want %d, %d", tc.name, got, c.hostRanks, tc.wantCores, tc.wantHostRanks)
+		}
+	}
+}
