@@ -266,6 +266,29 @@ func (c *Config) model(fn algos.Coll) *tune.Model {
 	return tune.NewIntra(c.Consts, c.topo(), mask, nil, c.intra())
 }
 
+// closedConsts are the constants the tuner's closed form is priced with
+// beside the replay (the pick stays the runtime's, which knows no link
+// rate): the calibration's, but with a link rate and more than
+// one host, the net class's bandwidth capped at what the link carries of
+// each protocol's payload (LL half the rate, LL128 120/128), so that the
+// closed form sees the link the replay sees. Beta is bus bandwidth, which
+// for the ring is the bytes through each host's link per second: the cap
+// is exact for the ring, and the other rows keep their efficiency on it.
+func (c *Config) closedConsts() *tune.Consts {
+	if c.LinkRate <= 0 || c.Hosts < 2 {
+		return c.Consts
+	}
+	k := *c.Consts
+	net := &k.Class[tune.Net]
+	for p := range protocols.NumProtos {
+		pr := protocols.Proto(p)
+		limit := c.LinkRate * float64(pr.LinePayload()) / float64(pr.LineBytes())
+		net.Beta[p] = min(net.Beta[p], limit)
+		net.BetaMax[p] = min(net.BetaMax[p], limit)
+	}
+	return &k
+}
+
 // Run predicts every size.
 func Run(c *Config) ([]Row, error) {
 	if err := c.Validate(); err != nil {
@@ -273,6 +296,7 @@ func Run(c *Config) ([]Row, error) {
 	}
 	fn, _ := c.Coll.Func()
 	m := c.model(fn)
+	closed := m.With(c.closedConsts())
 	n := c.Hosts * c.PPN
 	var rows []Row
 	for _, size := range c.Sizes {
@@ -288,7 +312,7 @@ func Run(c *Config) ([]Row, error) {
 			if err != nil {
 				return nil, fmt.Errorf("size %d bytes, %s/%s: %w", nbytes, k.row.Algo, k.proto, err)
 			}
-			e.ClosedUS = m.Time(fn, k.row.Algo, k.proto, nbytes, 1)
+			e.ClosedUS = closed.Time(fn, k.row.Algo, k.proto, nbytes, 1)
 			row.Entries = append(row.Entries, e)
 			i := len(row.Entries) - 1
 			if k.row.Algo == pick.Algo && k.proto == pick.Proto {

@@ -104,6 +104,45 @@ func TestWhatIfsNeverFaster(t *testing.T) {
 	}
 }
 
+func TestClosedFormSeesTheLink(t *testing.T) {
+	// 8 hosts on 1 Gbit links, a 64 MiB ring all-reduce: each host's link
+	// carries 2(n-1)/n of the buffer, so the closed form beside the replay
+	// must be at least that at the link rate (it was 85 ms against the
+	// replay's 943 ms before it saw the link), and the pick stays the
+	// runtime's, which knows no link rate. LL's wire doubles the bytes.
+	c := base()
+	c.Hosts, c.Sizes, c.LinkRate = 8, []int64{64 << 20}, 0.125
+	c.Algos = []algos.Algo{algos.Ring}
+	c.Protos = []protocols.Proto{protocols.Simple, protocols.LL}
+	rows, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rows[0].Entries {
+		wire := map[protocols.Proto]float64{protocols.Simple: 1, protocols.LL: 2}[e.Proto]
+		floor := 2 * 7.0 / 8 * float64(64<<20) * wire / c.LinkRate / 1000
+		if e.ClosedUS < floor || e.ClosedUS > 1.1*floor {
+			t.Errorf("%s: closed form %.0f us, want within 10%% above the link's %.0f us", e.Proto, e.ClosedUS, floor)
+		}
+		if e.TimeUS < floor {
+			t.Errorf("%s: replay %.0f us, below the link's %.0f us", e.Proto, e.TimeUS, floor)
+		}
+	}
+	c.LinkRate = 0
+	free, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range free[0].Entries {
+		if with := rows[0].Entries[i].ClosedUS; !(e.ClosedUS < with/2) {
+			t.Errorf("%s: closed form without a link %.0f us, with 1 Gbit %.0f us: want the link to dominate", e.Proto, e.ClosedUS, with)
+		}
+	}
+	if rows[0].Pick.Proto != free[0].Pick.Proto {
+		t.Errorf("pick %s with a link, %s without: the runtime's tuner knows no link rate", rows[0].Pick.Proto, free[0].Pick.Proto)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
