@@ -149,7 +149,12 @@ func TestBadInput(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"nvls", func(c *Config) { c.Algos = []algos.Algo{algos.NVLS} }, "not modelled"},
+		{"nvls", func(c *Config) { c.Hosts, c.PPN, c.Algos = 1, 4, []algos.Algo{algos.NVLS} }, "not modelled"},
+		{"nvls across hosts", func(c *Config) { c.PPN, c.Algos = 2, []algos.Algo{algos.NVLS} }, "NVLS runs inside one host and the job spans 2 hosts"},
+		{"oneshot across hosts", func(c *Config) { c.Algos = []algos.Algo{algos.OneShot} }, "OneShot runs only when every rank is on one host"},
+		{"pat with 2 ranks a host", func(c *Config) {
+			c.Coll, c.PPN, c.Algos = coll("all_gather"), 2, []algos.Algo{algos.PAT}
+		}, "PAT runs only with one rank per host"},
 		{"pat", func(c *Config) { c.Coll, c.Algos = coll("all_gather"), []algos.Algo{algos.PAT} }, "not modelled"},
 		{"tree all-gather", func(c *Config) { c.Coll, c.Algos = coll("all_gather"), []algos.Algo{algos.Tree} }, "has no"},
 		{"below an element", func(c *Config) { c.Sizes = []int64{2} }, "below one 4-byte element"},
@@ -258,6 +263,34 @@ func TestExtrapolationNearFullReplay(t *testing.T) {
 	}
 	if d := math.Abs(x.TimeUS - e.TimeUS); d > x.BoundUS+0.01*e.TimeUS {
 		t.Errorf("extrapolated %.1f us (bound %.1f), full %.1f us (%s)", x.TimeUS, x.BoundUS, e.TimeUS, x.Shortcut)
+	}
+}
+
+func TestSweepEqualsSizesAlone(t *testing.T) {
+	// One Run over several sizes memoizes its replays (the tree's
+	// extrapolations replay the same loop counts at every large size):
+	// each size must come out as it does in a Run of its own.
+	c := base()
+	c.Hosts, c.LinkRate = 16, 0.125
+	c.Sizes = []int64{2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20}
+	c.Algos, c.Protos = []algos.Algo{algos.Tree, algos.Ring}, []protocols.Proto{protocols.Simple, protocols.LL128}
+	c.MaxTransfers = 20000
+	sweep, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range c.Sizes {
+		w := *c
+		w.Sizes = []int64{size}
+		alone, err := Run(&w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, e := range sweep[i].Entries {
+			if a := alone[0].Entries[j]; e != a {
+				t.Errorf("%d bytes %s/%s: in the sweep %+v, alone %+v", size, e.Algo, e.Proto, e, a)
+			}
+		}
 	}
 }
 
