@@ -9,20 +9,26 @@
 #   3. measure: for every shape (links of every host shaped with scripts/testbed.sh shape
 #      all --rate RATE, or unshaped), every host count (one rank per host) and --reps times
 #      ring then tree (NCCL_ALGO, NCCL_PROTO=Simple), cc-perf all_reduce -J into
-#      DIR/meas-H-SHAPE-ALGO-REP.json; a point's measurement is the median of its
-#      out-of-place and in-place times over the repetitions;
+#      DIR/meas-H-SHAPE-ALGO-REP-{small,large}.json: the sizes up to --small with -w 10
+#      -n 20 (the warmup drains tc tbf's bucket, 128 KiB on the testbed, so that the timed
+#      calls see the link's rate, not its burst; with few calls a 64 KiB all-reduce at 1 Gbit
+#      measured 3 times faster than its link allows), the larger ones with -w and -n; a
+#      point's measurement is the median of its out-of-place and in-place times over the
+#      repetitions;
 #   4. print predicted against measured per point and the acceptance's verdict over the
 #      sizes >= 64 KiB on shaped links: the share of points within 20% (goal >= 80%), the
 #      median bias pred/meas-1 (goal within +-10%), and winner agreement (goal >= 90% of
 #      the sizes where the measured ring and tree differ by more than 10%). The same
 #      figures for unshaped links follow, for information.
 #
-#   scripts/predict-check.sh [--hosts 2,4,8] [--shapes 100mbit,1gbit,none] [-b 16K] [-e 16M]
-#                            [-f 4] [-n 3] [-w 1] [--reps 2] [--consts FILE] [-o DIR]
+#   scripts/predict-check.sh [--hosts 2,4,8] [--shapes 100mbit:4M,1gbit,none] [-b 16K]
+#                            [-e 16M] [-f 4] [--small 256K] [-n 2] [-w 1] [--reps 2]
+#                            [--consts FILE] [-o DIR]
 #
-# The defaults take about 10-15 minutes on an idle machine (calibration about 3, the
-# 100 Mbit measurement about 4: a 16 MiB all-reduce on 8 hosts moves 29 MB through every
-# host's 12.5 MB/s link). Each use of the testbed (the calibration, each shape's whole
+# A shape is a rate (100mbit, 1gbit) or none, with :SIZE its own largest size (else -e).
+# The defaults take about 10-15 minutes on this 2-core machine (2026-11-27, loaded: the
+# first run, with 16 MiB at 100 Mbit and 3 iterations, took 20; its 100 Mbit part alone
+# 13, as a 16 MiB tree all-reduce on 8 hosts takes over 4 s there). Each use of the testbed (the calibration, each shape's whole
 # measurement) holds flock /tmp/cc-testbed-user.lock, brings the testbed up with
 # scripts/testbed.sh run unless it is up (and down again after), and leaves every link
 # unshaped before it releases the lock. The testbed's hosts share this machine's cores:
@@ -58,10 +64,11 @@ if [ "${1-}" = _calibrate ]; then
 	exit
 fi
 
-# _measure BIN DIR SHAPE HOSTS REPS BENCHARGS...: one shape's whole measurement, lock held.
+# _measure BIN DIR SHAPE HOSTS REPS SMALLARGS LARGEARGS: one shape's whole measurement, lock
+# held; each ARGS is cc-perf's size and iteration flags in one word, or "" for no sweep.
 if [ "${1-}" = _measure ]; then
 	bin=$2 dir=$3 shape=$4 hosts=$5 reps=$6
-	shift 6
+	declare -A sweeps=([small]=$7 [large]=$8)
 	trap '"$testbed" shape all >/dev/null || echo "predict-check.sh: could not unshape the testbed" >&2' EXIT
 	if [ "$shape" = none ]; then
 		"$testbed" shape all >/dev/null
@@ -71,12 +78,16 @@ if [ "${1-}" = _measure ]; then
 	for h in ${hosts//,/ }; do
 		for rep in $(seq "$reps"); do
 			for algo in ring tree; do
-				f=$dir/meas-$h-$shape-$algo-$rep.json
-				echo "# measure: $h hosts, $shape, $algo, repetition $rep" >&2
-				"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np "$h" -H "$(hostlist "$h")" \
-					-x "NCCL_ALGO=$algo" -x NCCL_PROTO=Simple \
-					"$bin/cc-perf" all_reduce "$@" -J "$f" >"${f%.json}.out" 2>&1 ||
-					{ cat "${f%.json}.out" >&2; exit 1; }
+				for sw in small large; do
+					[ -n "${sweeps[$sw]}" ] || continue
+					f=$dir/meas-$h-$shape-$algo-$rep-$sw.json
+					echo "# measure: $h hosts, $shape, $algo, repetition $rep, $sw sizes" >&2
+					# shellcheck disable=SC2086 # the sweep's flags are separate words
+					"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np "$h" -H "$(hostlist "$h")" \
+						-x "NCCL_ALGO=$algo" -x NCCL_PROTO=Simple \
+						"$bin/cc-perf" all_reduce ${sweeps[$sw]} -J "$f" >"${f%.json}.out" 2>&1 ||
+						{ cat "${f%.json}.out" >&2; exit 1; }
+				done
 			done
 		done
 	done
@@ -85,12 +96,12 @@ fi
 
 # ---------------------------------------------------------------- flags
 
-hosts=2,4,8 shapes=100mbit,1gbit,none
-minb=16K maxb=16M factor=4 iters=3 warmup=1 reps=2 consts="" dir=""
+hosts=2,4,8 shapes=100mbit:4M,1gbit,none
+minb=16K maxb=16M factor=4 small=256K iters=2 warmup=1 reps=2 consts="" dir=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	-h | --help) sed -n '2,/^set -euo/p' "$self" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	--hosts | --shapes | -b | -e | -f | -n | -w | --reps | --consts | -o)
+	--hosts | --shapes | -b | -e | -f | --small | -n | -w | --reps | --consts | -o)
 		[ $# -ge 2 ] || usage_error "$1 needs a value (see -h)" ;;
 	*) usage_error "unknown argument '$1' (see -h)" ;;
 	esac
@@ -100,6 +111,7 @@ while [ $# -gt 0 ]; do
 	-b) minb=$2 ;;
 	-e) maxb=$2 ;;
 	-f) factor=$2 ;;
+	--small) small=$2 ;;
 	-n) iters=$2 ;;
 	-w) warmup=$2 ;;
 	--reps) reps=$2 ;;
@@ -113,7 +125,11 @@ for h in ${hosts//,/ }; do
 	[ "$h" -ge 2 ] && [ "$h" -le 8 ] || usage_error "--hosts: $h hosts: the testbed has 2..8"
 done
 for s in ${shapes//,/ }; do
-	[[ $s =~ ^(none|[0-9.]+[kmg]bit)$ ]] || usage_error "--shapes: '$s' is not a rate (100mbit, 1gbit) or none"
+	[[ $s =~ ^(none|[0-9.]+[kmg]bit)(:[0-9]+[KMG]?)?$ ]] ||
+		usage_error "--shapes: '$s' is not a rate (100mbit, 1gbit) or none, with an optional :SIZE (100mbit:4M)"
+done
+for v in "$minb" "$maxb" "$small"; do
+	[[ $v =~ ^[0-9]+[KMG]?$ ]] || usage_error "size '$v': want bytes with an optional K, M or G (16K, 16M)"
 done
 for v in "$iters" "$reps" "$factor"; do [[ $v =~ ^[1-9][0-9]*$ ]] || usage_error "'$v': want a positive count"; done
 [[ $warmup =~ ^[0-9]+$ ]] || usage_error "-w '$warmup': want a count"
@@ -135,7 +151,31 @@ fi
 
 echo "# predict-check.sh $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname): $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# cc: $desc; files in $dir"
-bench=(-b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup")
+
+# bytes_of SIZE: 16K -> 16384.
+bytes_of() {
+	local n=${1%[KMG]}
+	case $1 in *K) echo $((n << 10)) ;; *M) echo $((n << 20)) ;; *G) echo $((n << 30)) ;; *) echo "$n" ;; esac
+}
+
+# rate_of SHAPE and max_of SHAPE: its rate (or none) and its largest size.
+rate_of() { echo "${1%%:*}"; }
+max_of() { if [[ $1 == *:* ]]; then echo "${1#*:}"; else echo "$maxb"; fi; }
+
+# sweeps SHAPE: two words, cc-perf's flags for the small and the large sizes of SHAPE
+# (quoted "" when it has none).
+sweeps() {
+	local lo hi cut s
+	lo=$(bytes_of "$minb") hi=$(bytes_of "$(max_of "$1")") cut=$(bytes_of "$small")
+	s=$lo
+	while [ "$s" -le "$cut" ]; do s=$((s * factor)); done
+	if [ "$lo" -le "$cut" ]; then
+		echo "-b $lo -e $((cut < hi ? cut : hi)) -f $factor -w 10 -n 20"
+	else echo '""'; fi
+	if [ "$s" -le "$hi" ]; then
+		echo "-b $s -e $hi -f $factor -w $warmup -n $iters"
+	else echo '""'; fi
+}
 
 # 1. calibrate
 if [ -z "$consts" ]; then
@@ -152,21 +192,26 @@ else
 fi
 
 # 2. predict, before any measurement
-echo "# 2. predict: cc-perf predict all_reduce --hosts H --shared-cores 2 --consts $consts --algo ring,tree --proto Simple -b $minb -e $maxb -f $factor [--link RATE]"
-for s in ${shapes//,/ }; do
+echo "# 2. predict: cc-perf predict all_reduce --hosts H --shared-cores 2 --consts $consts --algo ring,tree --proto Simple -b $minb -e MAX -f $factor [--link RATE]"
+for sh in ${shapes//,/ }; do
+	s=$(rate_of "$sh")
 	link=()
 	[ "$s" = none ] || link=(--link "$s")
 	for h in ${hosts//,/ }; do
 		"$bin/cc-perf" predict all_reduce --hosts "$h" --shared-cores 2 --consts "$consts" \
-			--algo ring,tree --proto Simple -b "$minb" -e "$maxb" -f "$factor" "${link[@]}" \
+			--algo ring,tree --proto Simple -b "$minb" -e "$(max_of "$sh")" -f "$factor" "${link[@]}" \
 			-J "$dir/pred-$h-$s.json" >"$dir/pred-$h-$s.out" || fail "cc-perf predict failed"
 	done
 done
 
 # 3. measure, one shape at a time under the lock
-for s in ${shapes//,/ }; do
-	echo "# 3. measure $s: hosts $hosts, ring and tree, $reps repetition(s): cc-perf all_reduce ${bench[*]}"
-	flock "$LOCK" "$testbed" run "$self" _measure "$bin" "$dir" "$s" "$hosts" "$reps" "${bench[@]}" 2>"$dir/measure-$s.log" ||
+for sh in ${shapes//,/ }; do
+	s=$(rate_of "$sh")
+	mapfile -t sw < <(sweeps "$sh")
+	[ "${sw[0]}" != '""' ] || sw[0]=""
+	[ "${sw[1]}" != '""' ] || sw[1]=""
+	echo "# 3. measure $s: hosts $hosts, ring and tree, $reps repetition(s): cc-perf all_reduce ${sw[0]:+${sw[0]}; }${sw[1]}"
+	flock "$LOCK" "$testbed" run "$self" _measure "$bin" "$dir" "$s" "$hosts" "$reps" "${sw[0]}" "${sw[1]}" 2>"$dir/measure-$s.log" ||
 		{ cat "$dir/measure-$s.log" >&2; fail "measurement at $s failed"; }
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -174,7 +219,8 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # 4. compare: one line per point, "hosts shape size algo pred_us meas_us"
 points=$dir/points.txt
 : >"$points"
-for s in ${shapes//,/ }; do
+for sh in ${shapes//,/ }; do
+	s=$(rate_of "$sh")
 	for h in ${hosts//,/ }; do
 		for algo in ring tree; do
 			jq -r --arg a "$algo" '.results[] | .size as $s | .entries[] | select(.algo | ascii_downcase == $a) |
@@ -183,7 +229,8 @@ for s in ${shapes//,/ }; do
 				"$dir"/meas-"$h-$s-$algo"-*.json | sort -n -k1,1 -k2,2g |
 				awk '{v[$1] = v[$1] " " $2; c[$1]++} END {for (s in v) {split(substr(v[s], 2), a, " "); n = c[s];
 					m = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2; print s, m}}' | sort -n >"$dir/m.tmp"
-			join "$dir/p.tmp" "$dir/m.tmp" | awk -v h="$h" -v s="$s" -v a="$algo" '{print h, s, $1, a, $2, $3}' >>"$points"
+			awk -v h="$h" -v s="$s" -v a="$algo" 'NR == FNR {p[$1] = $2; next} $1 in p {print h, s, $1, a, p[$1], $2}' \
+				"$dir/p.tmp" "$dir/m.tmp" >>"$points"
 		done
 	done
 done
