@@ -75,9 +75,11 @@ Nothing is run on the network: it is a prediction.
   cc-perf predict all_reduce --hosts 8 --link 1gbit,50us -b 64K -e 64M -f 4
   cc-perf predict all_reduce --hosts 8 --link 1gbit --slow-link 2-3=4 -A 1
 
-Not modelled (refused by --algo): PAT, NVLS, NVLS_TREE, CollNet, OneShot.
-Replays are exact: above --max-transfers a size is refused, not
-approximated (folding symmetric ranks is not built yet).`
+Not modelled (refused by --algo, with the runtime's reason where the
+cluster cannot run them): PAT, NVLS, NVLS_TREE, CollNet, OneShot. Above
+--max-transfers a ring folds its hosts into one and a tree extrapolates
+over loops, each row naming its shortcut and error bound; other
+algorithms are left out (named in the header).`
 
 func newPredictCmd(e *env) *cobra.Command {
 	return collParentCmd("predict", "predict a collective's time on a cluster by replaying its schedules on a simulated clock", predictLong,

@@ -87,8 +87,10 @@ func TestPredictBadInput(t *testing.T) {
 		want []string
 	}{
 		{"no hosts", []string{"all_reduce"}, []string{"--hosts is required"}},
-		{"nvls across hosts", []string{"all_reduce", "--hosts", "2", "--algo", "nvls"}, []string{"--algo NVLS", "not modelled"}},
-		{"pat", []string{"all_gather", "--hosts", "2", "--ranks-per-host", "2", "--algo", "pat"}, []string{"--algo PAT", "not modelled"}},
+		{"nvls across hosts", []string{"all_reduce", "--hosts", "2", "--algo", "nvls"}, []string{"--algo NVLS", "NVLS runs inside one host and the job spans 2 hosts"}},
+		{"nvls one host", []string{"all_reduce", "--hosts", "1", "--ranks-per-host", "4", "--algo", "nvls"}, []string{"--algo NVLS", "not modelled"}},
+		{"pat 2 ranks a host", []string{"all_gather", "--hosts", "2", "--ranks-per-host", "2", "--algo", "pat"}, []string{"--algo PAT", "PAT runs only with one rank per host"}},
+		{"pat", []string{"all_gather", "--hosts", "2", "--algo", "pat"}, []string{"--algo PAT", "not modelled"}},
 		{"too many ranks", []string{"all_reduce", "--hosts", "512", "--ranks-per-host", "8", "-b", "1G", "-e", "1G", "--algo", "ctring"}, []string{"4096 ranks", "above the exact replay's bound"}},
 		{"constants of another format", []string{"all_reduce", "--hosts", "2", "--consts", other}, []string{"--consts", "not a constants file"}},
 		{"below an element", []string{"all_reduce", "--hosts", "2", "-b", "2", "-e", "2"}, []string{"size 2 bytes", "4-byte element"}},

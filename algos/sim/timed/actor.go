@@ -57,6 +57,11 @@ func (s *Sim) try(i int) {
 	}
 	a.busy = true
 	elems := min(a.step, o.Count-a.slice*a.step)
+	for _, c := range a.send {
+		if c.flow != nil && !c.flow.instant() {
+			s.enqueue(c.flow, elems)
+		}
+	}
 	work := s.cpuWork(a, o, elems)
 	a.cpu += work
 	act := &activity{remaining: work, cap: 1, done: func(s *Sim) { s.stageDone(i, elems) }}
@@ -112,7 +117,14 @@ func (s *Sim) stageDone(i int, elems int64) {
 		if a.slice == 0 {
 			c.traffic.Messages++
 		}
-		s.post(c, elems)
+		if f := c.flow; f != nil && !f.instant() {
+			f.produced++
+			if f.drained >= f.produced {
+				s.at(s.now+s.alpha(c), evArrive, c, 0)
+			}
+			continue
+		}
+		s.at(s.now+s.alpha(c), evArrive, c, 0)
 	}
 	a.busy = false
 	a.slice++
@@ -132,18 +144,14 @@ func (s *Sim) alpha(c *conn) float64 {
 	return s.p.Intra.Alpha
 }
 
-// post sends a slice on c: it arrives Alpha later, or, between hosts,
-// Alpha after its flow has drained it.
-func (s *Sim) post(c *conn, elems int64) {
-	if c.flow == nil {
-		s.at(s.now+s.alpha(c), evArrive, c, 0)
-		return
-	}
+// enqueue queues a slice's wire bytes on the flow f as its sender's CPU
+// stage starts; it arrives alpha after the later of the stage's end
+// (stageDone) and the flow's drain.
+func (s *Sim) enqueue(f *flow, elems int64) {
 	wire := s.p.Wire
 	if wire <= 0 {
 		wire = 1
 	}
-	f := c.flow
 	f.pending = append(f.pending, float64(elems*int64(s.p.ElemSize))*wire)
 	if f.act == nil {
 		s.drain(f)
@@ -152,23 +160,22 @@ func (s *Sim) post(c *conn, elems int64) {
 
 // drain starts the transfer of f's oldest pending slice.
 func (s *Sim) drain(f *flow) {
-	if len(f.res) == 0 && math.IsInf(f.cap, 1) {
-		for range f.pending {
-			s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
-		}
-		f.pending = f.pending[:0]
-		return
-	}
 	f.act = &activity{remaining: f.pending[0], cap: f.cap, res: f.res, done: func(s *Sim) {
 		f.pending = f.pending[1:]
 		f.act = nil
-		s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
+		f.drained++
+		if f.produced >= f.drained {
+			s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
+		}
 		if len(f.pending) > 0 {
 			s.drain(f)
 		}
 	}}
 	s.start(f.act)
 }
+
+// instant reports whether f is unlimited: its slices take no time.
+func (f *flow) instant() bool { return len(f.res) == 0 && math.IsInf(f.cap, 1) }
 
 func (s *Sim) wakeSiblings(a *actor) {
 	s.work = append(s.work, a.siblings...)

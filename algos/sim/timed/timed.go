@@ -140,13 +140,19 @@ type conn struct {
 	srcHost, dstH int
 }
 
-// flow is the network stream of one connection between hosts.
+// flow is the network stream of one connection between hosts. A slice
+// joins it when its sender's CPU stage starts (the socket streams what
+// the stage produces: cut-through, not store-and-forward) and arrives
+// alpha after both its stage has ended and the flow has drained it.
 type flow struct {
 	c       *conn
 	pending []float64 // wire bytes of each posted slice not yet drained
 	act     *activity
 	res     []int
 	cap     float64
+	// produced and drained count the slices whose CPU stage has ended
+	// and those the flow has carried; slice j arrives once both pass j.
+	produced, drained int64
 }
 
 type actor struct {

@@ -48,6 +48,24 @@ func TestOneFlowOneLink(t *testing.T) {
 	}
 }
 
+func TestSocketStreamsWhatTheStageProduces(t *testing.T) {
+	// One slice of 1 MB between hosts, CPU at 0.25 GB/s and the link at
+	// 0.1 GB/s: the socket carries the bytes as the sender's stage makes
+	// them (cut-through), so the slice arrives at the later of the two,
+	// 1e7 ns, plus alpha, not after their sum; with the CPU the slower,
+	// at its end.
+	for _, tc := range []struct{ beta, up, want float64 }{
+		{0.25, 0.1, 50000 + 1e7},
+		{0.05, 0.1, 50000 + 2e7},
+	} {
+		p := &timed.Params{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4,
+			Inter: timed.Class{Alpha: 50000, Beta: tc.beta}, Uplink: tc.up}
+		if res := run(t, p, oneWay(250000)); !near(res.Time, tc.want) {
+			t.Errorf("beta %g, link %g: time %.1f ns, want %.1f", tc.beta, tc.up, res.Time, tc.want)
+		}
+	}
+}
+
 func TestTwoFlowsShareMaxMin(t *testing.T) {
 	// Ranks 0 and 1 send 1 MB each to rank 2 through its 0.1 GB/s
 	// downlink: each gets half, both arrive at 2e6/0.1 ns.

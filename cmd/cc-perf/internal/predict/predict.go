@@ -54,6 +54,14 @@ type Config struct {
 	// replay of them fits MaxTransfers (only without Algos).
 	Skipped []string
 	skip    []candidate
+	// memo holds the exact replays of one Run by candidate, chunk and
+	// count.
+	memo map[memoKey]Entry
+}
+
+type memoKey struct {
+	k            candidate
+	chunk, count int64
 }
 
 // SlowHost makes one host's CPU stages Factor times slower.
@@ -151,6 +159,9 @@ func (c *Config) Validate() error {
 		if algos.Lookup(a, fn) == nil {
 			return fmt.Errorf("--algo %s: it has no %s (want one of %s)", a, fn, strings.Join(c.algoNames(fn), ", "))
 		}
+		if why := c.unavailable(a); why != "" {
+			return fmt.Errorf("--algo %s: %s", a, why)
+		}
 		if why := modelled(a); why != "" {
 			return fmt.Errorf("--algo %s: %s (want one of %s)", a, why, strings.Join(c.algoNames(fn), ", "))
 		}
@@ -180,6 +191,25 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("no modelled algorithm and protocol left for %s on %d hosts (--algo, --proto)", fn, c.Hosts)
 	}
 	return c.checkBounds(fn)
+}
+
+// unavailable says why the cluster's topology cannot run algorithm a at
+// all, as the runtime would refuse it, or "": NVLS across hosts, NVLS_TREE
+// on one, OneShot across hosts, PAT with several ranks on a host (the
+// runtime's auto NCCL_PAT_ENABLE; predict has no knob to force it).
+func (c *Config) unavailable(a algos.Algo) string {
+	topo := c.topo()
+	switch a {
+	case algos.NVLS, algos.NVLSTree:
+		return algos.NvlsUnavailable(topo, a == algos.NVLSTree)
+	case algos.OneShot:
+		return algos.OneShotUnavailable(topo)
+	case algos.PAT:
+		if c.PPN > 1 {
+			return fmt.Sprintf("PAT runs only with one rank per host (the runtime's NCCL_PAT_ENABLE=2, auto) and --ranks-per-host is %d", c.PPN)
+		}
+	}
+	return ""
 }
 
 // algoNames are the modelled algorithms of fn.
@@ -266,6 +296,29 @@ func (c *Config) model(fn algos.Coll) *tune.Model {
 	return tune.NewIntra(c.Consts, c.topo(), mask, nil, c.intra())
 }
 
+// closedConsts are the constants the tuner's closed form is priced with
+// beside the replay (the pick stays the runtime's, which knows no link
+// rate): the calibration's, but with a link rate and more than
+// one host, the net class's bandwidth capped at what the link carries of
+// each protocol's payload (LL half the rate, LL128 120/128), so that the
+// closed form sees the link the replay sees. Beta is bus bandwidth, which
+// for the ring is the bytes through each host's link per second: the cap
+// is exact for the ring, and the other rows keep their efficiency on it.
+func (c *Config) closedConsts() *tune.Consts {
+	if c.LinkRate <= 0 || c.Hosts < 2 {
+		return c.Consts
+	}
+	k := *c.Consts
+	net := &k.Class[tune.Net]
+	for p := range protocols.NumProtos {
+		pr := protocols.Proto(p)
+		limit := c.LinkRate * float64(pr.LinePayload()) / float64(pr.LineBytes())
+		net.Beta[p] = min(net.Beta[p], limit)
+		net.BetaMax[p] = min(net.BetaMax[p], limit)
+	}
+	return &k
+}
+
 // Run predicts every size.
 func Run(c *Config) ([]Row, error) {
 	if err := c.Validate(); err != nil {
@@ -273,6 +326,9 @@ func Run(c *Config) ([]Row, error) {
 	}
 	fn, _ := c.Coll.Func()
 	m := c.model(fn)
+	closed := m.With(c.closedConsts())
+	c.memo = map[memoKey]Entry{}
+	defer func() { c.memo = nil }()
 	n := c.Hosts * c.PPN
 	var rows []Row
 	for _, size := range c.Sizes {
@@ -288,7 +344,7 @@ func Run(c *Config) ([]Row, error) {
 			if err != nil {
 				return nil, fmt.Errorf("size %d bytes, %s/%s: %w", nbytes, k.row.Algo, k.proto, err)
 			}
-			e.ClosedUS = m.Time(fn, k.row.Algo, k.proto, nbytes, 1)
+			e.ClosedUS = closed.Time(fn, k.row.Algo, k.proto, nbytes, 1)
 			row.Entries = append(row.Entries, e)
 			i := len(row.Entries) - 1
 			if k.row.Algo == pick.Algo && k.proto == pick.Proto {
@@ -388,14 +444,21 @@ func (c *Config) replay(k candidate, count, nbytes int64) (Entry, error) {
 	return Entry{}, c.fits(k, sh, count)
 }
 
-// exact replays every rank.
+// exact replays every rank, once per candidate, chunk and count in a Run.
 func (c *Config) exact(k candidate, sh shape, count int64) (Entry, error) {
+	if e, ok := c.memo[memoKey{k, sh.chunk, count}]; ok {
+		return e, nil
+	}
 	topo := c.topo()
 	scheds := make([]algos.Schedule, topo.NRanks)
 	for r := range scheds {
 		scheds[r] = c.gen(k, sh, topo, r, count)
 	}
-	return c.run(k, c.params(k, topo, sh.g, sh.step), scheds)
+	e, err := c.run(k, c.params(k, topo, sh.g, sh.step), scheds)
+	if err == nil && c.memo != nil {
+		c.memo[memoKey{k, sh.chunk, count}] = e
+	}
+	return e, err
 }
 
 func (c *Config) gen(k candidate, sh shape, topo *algos.Topo, r int, count int64) algos.Schedule {

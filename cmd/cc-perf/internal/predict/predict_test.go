@@ -104,13 +104,57 @@ func TestWhatIfsNeverFaster(t *testing.T) {
 	}
 }
 
+func TestClosedFormSeesTheLink(t *testing.T) {
+	// 8 hosts on 1 Gbit links, a 64 MiB ring all-reduce: each host's link
+	// carries 2(n-1)/n of the buffer, so the closed form beside the replay
+	// must be at least that at the link rate (it was 85 ms against the
+	// replay's 943 ms before it saw the link), and the pick stays the
+	// runtime's, which knows no link rate. LL's wire doubles the bytes.
+	c := base()
+	c.Hosts, c.Sizes, c.LinkRate = 8, []int64{64 << 20}, 0.125
+	c.Algos = []algos.Algo{algos.Ring}
+	c.Protos = []protocols.Proto{protocols.Simple, protocols.LL}
+	rows, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rows[0].Entries {
+		wire := map[protocols.Proto]float64{protocols.Simple: 1, protocols.LL: 2}[e.Proto]
+		floor := 2 * 7.0 / 8 * float64(64<<20) * wire / c.LinkRate / 1000
+		if e.ClosedUS < floor || e.ClosedUS > 1.1*floor {
+			t.Errorf("%s: closed form %.0f us, want within 10%% above the link's %.0f us", e.Proto, e.ClosedUS, floor)
+		}
+		if e.TimeUS < floor {
+			t.Errorf("%s: replay %.0f us, below the link's %.0f us", e.Proto, e.TimeUS, floor)
+		}
+	}
+	c.LinkRate = 0
+	free, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range free[0].Entries {
+		if with := rows[0].Entries[i].ClosedUS; !(e.ClosedUS < with/2) {
+			t.Errorf("%s: closed form without a link %.0f us, with 1 Gbit %.0f us: want the link to dominate", e.Proto, e.ClosedUS, with)
+		}
+	}
+	if rows[0].Pick.Proto != free[0].Pick.Proto {
+		t.Errorf("pick %s with a link, %s without: the runtime's tuner knows no link rate", rows[0].Pick.Proto, free[0].Pick.Proto)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
 		want string
 	}{
-		{"nvls", func(c *Config) { c.Algos = []algos.Algo{algos.NVLS} }, "not modelled"},
+		{"nvls", func(c *Config) { c.Hosts, c.PPN, c.Algos = 1, 4, []algos.Algo{algos.NVLS} }, "not modelled"},
+		{"nvls across hosts", func(c *Config) { c.PPN, c.Algos = 2, []algos.Algo{algos.NVLS} }, "NVLS runs inside one host and the job spans 2 hosts"},
+		{"oneshot across hosts", func(c *Config) { c.Algos = []algos.Algo{algos.OneShot} }, "OneShot runs only when every rank is on one host"},
+		{"pat with 2 ranks a host", func(c *Config) {
+			c.Coll, c.PPN, c.Algos = coll("all_gather"), 2, []algos.Algo{algos.PAT}
+		}, "PAT runs only with one rank per host"},
 		{"pat", func(c *Config) { c.Coll, c.Algos = coll("all_gather"), []algos.Algo{algos.PAT} }, "not modelled"},
 		{"tree all-gather", func(c *Config) { c.Coll, c.Algos = coll("all_gather"), []algos.Algo{algos.Tree} }, "has no"},
 		{"below an element", func(c *Config) { c.Sizes = []int64{2} }, "below one 4-byte element"},
@@ -219,6 +263,34 @@ func TestExtrapolationNearFullReplay(t *testing.T) {
 	}
 	if d := math.Abs(x.TimeUS - e.TimeUS); d > x.BoundUS+0.01*e.TimeUS {
 		t.Errorf("extrapolated %.1f us (bound %.1f), full %.1f us (%s)", x.TimeUS, x.BoundUS, e.TimeUS, x.Shortcut)
+	}
+}
+
+func TestSweepEqualsSizesAlone(t *testing.T) {
+	// One Run over several sizes memoizes its replays (the tree's
+	// extrapolations replay the same loop counts at every large size):
+	// each size must come out as it does in a Run of its own.
+	c := base()
+	c.Hosts, c.LinkRate = 16, 0.125
+	c.Sizes = []int64{2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20}
+	c.Algos, c.Protos = []algos.Algo{algos.Tree, algos.Ring}, []protocols.Proto{protocols.Simple, protocols.LL128}
+	c.MaxTransfers = 20000
+	sweep, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range c.Sizes {
+		w := *c
+		w.Sizes = []int64{size}
+		alone, err := Run(&w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, e := range sweep[i].Entries {
+			if a := alone[0].Entries[j]; e != a {
+				t.Errorf("%d bytes %s/%s: in the sweep %+v, alone %+v", size, e.Algo, e.Proto, e, a)
+			}
+		}
 	}
 }
 
