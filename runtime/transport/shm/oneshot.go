@@ -93,8 +93,9 @@ func (o *OneShot) InlineBytes() int { return OneShotInline }
 func (o *OneShot) Post(k uint64) { storeRelease(o.seqs[k%2][o.me], k) }
 
 // Await waits until every local rank has posted call k. It polls, yields
-// and sleeps as the FIFOs' waits do (CC_SHM_SPIN_US; a few polls and
-// sched_yield when the local ranks outnumber the cores), and ends with the
+// and sleeps as the FIFOs' waits do (CC_SHM_SPIN_US), except that with
+// the local ranks outnumbering the cores it calls sched_yield at once,
+// where a FIFO's wait polls a few times first. It ends with the
 // segment's failure, or with an error naming a local rank whose process is
 // gone. Then it wakes the local ranks that sleep waiting for this rank's
 // Post. That this comes last delays no one: a rank waits for every Post of
@@ -103,11 +104,15 @@ func (o *OneShot) Post(k uint64) { storeRelease(o.seqs[k%2][o.me], k) }
 // never sleep on each other, since the one that sleeps first has posted.
 func (o *OneShot) Await(k uint64) error {
 	me := &o.waiters[o.me]
+	long := o.s.spinsLong()
 	for r, seq := range o.seqs[k%2] {
-		if posted(seq, k) {
+		if long && posted(seq, k) || atomic.LoadUint64(seq) >= k {
 			continue
 		}
-		if err := o.waiters[r].await(me.tailWait, me.tailSeq, func() bool { return atomic.LoadUint64(seq) >= k }); err != nil {
+		// With the local ranks outnumbering the cores, the rank this one
+		// waits for may need this core: yield it at once rather than
+		// poll (Open MPI's mpi_yield_when_idle polls once, then yields).
+		if err := o.waiters[r].awaitPolls(me.tailWait, me.tailSeq, func() bool { return atomic.LoadUint64(seq) >= k }, 0); err != nil {
 			o.wake()
 			return fmt.Errorf("shm %s: one-shot call %d, waiting for local rank %d: %w", o.s.name, k, r, err)
 		}
@@ -116,8 +121,9 @@ func (o *OneShot) Await(k uint64) error {
 	return nil
 }
 
-// tightPolls is how many times Await polls a rank's sequence number
-// before it waits as the FIFOs do (conn.await, whose polls are PAUSE
+// tightPolls is how many times Await polls a rank's sequence number,
+// unless the local ranks outnumber the cores, before it waits as the
+// FIFOs do (conn.await, whose polls are PAUSE
 // apart): PAUSE takes 37-58 ns on this machine's EPYC (go test -bench of
 // a loop of it, 2026-11-27), which a 2-rank call of about 0.3 us, waiting
 // about one cache-line transfer for its peer, pays on average half of. A
