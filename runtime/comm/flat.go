@@ -24,7 +24,6 @@ type flatState struct {
 	area engine.FlatArea // nil when flat rows cannot run here
 	slot int             // bytes of one slot
 	seq  uint64          // the last call number
-	task engine.FlatTask // reused by every call
 	// again is the arguments of the last call when it ran a flat row
 	// outside a group and printed nothing: a call with the same arguments
 	// and buffers of the same shape (large enough, in place or apart as
@@ -152,10 +151,8 @@ func (c *Comm) makeFlatPlan(k *coll) *plan {
 
 // runFlat runs a flat row's call on the caller's goroutine.
 func (c *Comm) runFlat(k *coll) error {
-	t := &c.flat.task
-	*t = engine.FlatTask{Plans: k.plan.flat, Rank: c.rank, In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn, Inline: k.plan.inline}
-	err := engine.RunFlat(c.flat.area, &c.flat.seq, t)
-	*t = engine.FlatTask{} // hold no user buffer
+	t := engine.FlatTask{Plans: k.plan.flat, Rank: c.rank, In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn, Inline: k.plan.inline}
+	err := engine.RunFlat(c.flat.area, &c.flat.seq, &t) // t stays on the stack
 	if err != nil {
 		c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
 	}

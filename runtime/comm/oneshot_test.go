@@ -63,17 +63,52 @@ func TestOneShot(t *testing.T) {
 // TestOneShotEveryDataTypeAndOp runs all-reduce, reduce-scatter and reduce
 // by the one-shot rows for every data type x op, comparing bytes exactly,
 // and checks that every rank got the same bits.
+// Counts: several pieces of 4 KiB for every type, and an odd count that
+// fits the inline bytes (up to 56 B); each out of place and in place.
 func TestOneShotEveryDataTypeAndOp(t *testing.T) {
-	const count, scalar = 1301, 2.0 // several pieces of 4 KiB for every type
+	const scalar = 2.0
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
 			cs := withHosts(t, hostLayouts(n)["onehost"], testParams(t, oneShotEnv()))
 			for _, dt := range reduce.DataTypes() {
 				for _, op := range reduce.Ops() {
-					checkOneShotTypes(t, cs, dt, op, count, scalar)
+					for _, count := range []int{1301, 3} {
+						checkOneShotTypes(t, cs, dt, op, count, scalar)
+						checkOneShotInPlace(t, cs, dt, op, count, scalar)
+					}
 				}
 			}
 		})
+	}
+}
+
+// checkOneShotInPlace is checkOneShotTypes's all-reduce and
+// reduce-scatter in place.
+func checkOneShotInPlace(t *testing.T, cs []*Comm, dt reduce.DataType, op reduce.Op, count int, scalar float64) {
+	t.Helper()
+	n, es := len(cs), dt.Size()
+	ar, rs := make([][]byte, n), make([][]byte, n)
+	mustEach(t, cs, "one-shot types in place", func(c *Comm) error {
+		r := c.Rank()
+		o, done, err := testOp(c, op, dt, scalar)
+		if err != nil {
+			return err
+		}
+		defer done()
+		ar[r], rs[r] = exactValues(dt, op, r, count), exactValues(dt, op, r, n*count)
+		if err := c.AllReduce(ar[r], ar[r], count, dt, o); err != nil {
+			return err
+		}
+		return c.ReduceScatter(rs[r], rs[r][r*count*es:(r+1)*count*es], count, dt, o)
+	})
+	want := exactResults(dt, op, n, 0, count, scalar)
+	for r := range n {
+		if !bytes.Equal(ar[r], want) {
+			t.Errorf("%s/%s count %d in-place all-reduce rank %d: %s", dt, op, count, r, firstDiff(dt, ar[r], want))
+		}
+		if got, w := rs[r][r*count*es:(r+1)*count*es], exactResults(dt, op, n, r*count, count, scalar); !bytes.Equal(got, w) {
+			t.Errorf("%s/%s count %d in-place reduce-scatter rank %d: %s", dt, op, count, r, firstDiff(dt, got, w))
+		}
 	}
 }
 

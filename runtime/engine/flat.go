@@ -94,7 +94,7 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 			return err
 		}
 		for j := range pl.Gets {
-			if err := t.get(area, k, &pl.Gets[j], es); err != nil {
+			if err := t.get(area, k, pl, j, es); err != nil {
 				return err
 			}
 		}
@@ -102,10 +102,26 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 	return nil
 }
 
-// get does one algos.FlatGet.
-func (t *FlatTask) get(area FlatArea, k uint64, g *algos.FlatGet, es int64) error {
+// get does get j of pl. A source that is this rank's own slot is read
+// from Input instead where the slot holds a plain copy of it (no pre-op)
+// and no earlier get of pl has overwritten it (j is 0, or Output does not
+// overlap Input): the same bits, without loading the line this rank has
+// just stored to, whose load waits until the store has taken the line
+// back from the readers (an 8 B all-reduce of 2 ranks: 0.38-0.39 µs
+// against 0.45-0.46 µs, chrt -f 10, 12 interleaved runs, a loaded
+// machine).
+func (t *FlatTask) get(area FlatArea, k uint64, pl *algos.FlatPlan, j int, es int64) error {
+	g := &pl.Gets[j]
 	dst := t.Out[g.OutOff*es : (g.OutOff+g.Count)*es]
-	slot := func(r int) []byte { return t.stage(area, r, k)[g.SlotOff*es : (g.SlotOff+g.Count)*es] }
+	inOK := (j == 0 || !overlaps(t.In, t.Out)) && (t.Fn == nil || !t.Fn.HasPre())
+	slot := func(r int) []byte {
+		if r == t.Rank && inOK {
+			if off, ok := ownInput(pl, g.SlotOff, g.Count); ok {
+				return t.In[off*es : (off+g.Count)*es]
+			}
+		}
+		return t.stage(area, r, k)[g.SlotOff*es : (g.SlotOff+g.Count)*es]
+	}
 	switch {
 	case g.Local:
 		src := t.In[g.InOff*es : (g.InOff+g.Count)*es]
@@ -129,4 +145,24 @@ func (t *FlatTask) get(area FlatArea, k uint64, g *algos.FlatGet, es int64) erro
 		t.Fn.Post(dst, dst)
 	}
 	return nil
+}
+
+// ownInput returns the Input offset of the count elements pl's puts copy
+// into this rank's slot at slotOff, if one put holds them all.
+func ownInput(pl *algos.FlatPlan, slotOff, count int64) (int64, bool) {
+	for _, p := range pl.Puts {
+		if p.SlotOff <= slotOff && slotOff+count <= p.SlotOff+p.Count {
+			return p.InOff + slotOff - p.SlotOff, true
+		}
+	}
+	return 0, false
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }

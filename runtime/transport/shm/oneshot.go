@@ -44,6 +44,7 @@ type OneShot struct {
 	inline  [2][][]byte  // by parity, then local rank
 	slots   [2][][]byte  // by parity, then local rank
 	waiters []conn       // by local rank: the words of its sleeps, and who it waits for
+	fence   uint32       // the target of wake's fence (a locked add)
 }
 
 // OneShot returns the one-shot area, or nil when the segment has none
@@ -85,32 +86,71 @@ func (o *OneShot) Inline(r int, k uint64) []byte { return o.inline[k%2][r] }
 func (o *OneShot) InlineBytes() int { return OneShotInline }
 
 // Post publishes this rank's slot of call k: everything written to it
-// before is visible to a rank whose Await(k) returned. It wakes the local
-// ranks that sleep.
-func (o *OneShot) Post(k uint64) {
-	atomic.StoreUint64(o.seqs[k%2][o.me], k)
+// before is visible to a rank whose Await(k) returned. It does not wait
+// for the store to reach the other cores (storeRelease): the line's
+// transfer overlaps this rank's own wait in Await, which also wakes the
+// local ranks that sleep.
+func (o *OneShot) Post(k uint64) { storeRelease(o.seqs[k%2][o.me], k) }
+
+// Await waits until every local rank has posted call k. It polls, yields
+// and sleeps as the FIFOs' waits do (CC_SHM_SPIN_US), except that with
+// the local ranks outnumbering the cores it calls sched_yield at once,
+// where a FIFO's wait polls a few times first. It ends with the
+// segment's failure, or with an error naming a local rank whose process is
+// gone. Then it wakes the local ranks that sleep waiting for this rank's
+// Post. That this comes last delays no one: a rank waits for every Post of
+// call k, and every rank posts before it waits, so a rank sleeping on this
+// one's Post still waits for the Posts this Await waits for; and two ranks
+// never sleep on each other, since the one that sleeps first has posted.
+func (o *OneShot) Await(k uint64) error {
+	me := &o.waiters[o.me]
+	long := o.s.spinsLong()
+	for r, seq := range o.seqs[k%2] {
+		if long && posted(seq, k) || atomic.LoadUint64(seq) >= k {
+			continue
+		}
+		// With the local ranks outnumbering the cores, the rank this one
+		// waits for may need this core: yield it at once rather than
+		// poll (Open MPI's mpi_yield_when_idle polls once, then yields).
+		if err := o.waiters[r].awaitPolls(me.tailWait, me.tailSeq, func() bool { return atomic.LoadUint64(seq) >= k }, 0); err != nil {
+			o.wake()
+			return fmt.Errorf("shm %s: one-shot call %d, waiting for local rank %d: %w", o.s.name, k, r, err)
+		}
+	}
+	o.wake()
+	return nil
+}
+
+// tightPolls is how many times Await polls a rank's sequence number,
+// unless the local ranks outnumber the cores, before it waits as the
+// FIFOs do (conn.await, whose polls are PAUSE
+// apart): PAUSE takes 37-58 ns on this machine's EPYC (go test -bench of
+// a loop of it, 2026-11-27), which a 2-rank call of about 0.3 us, waiting
+// about one cache-line transfer for its peer, pays on average half of. A
+// poll is one load, a few ns while the line stays in this core's cache,
+// so the tight polls last well under a microsecond.
+const tightPolls = 128
+
+// posted reports whether *seq has reached k, polling tightPolls times.
+func posted(seq *uint64, k uint64) bool {
+	for range tightPolls {
+		if atomic.LoadUint64(seq) >= k {
+			return true
+		}
+	}
+	return false
+}
+
+// wake wakes the local ranks that sleep in Await. The fence orders Post's
+// store before the loads of their sleep flags (conn.await's protocol:
+// either a sleeper sees the sequence number or this rank sees its flag);
+// by the time it runs the store has usually drained, so it costs little.
+func (o *OneShot) wake() {
+	atomic.AddUint32(&o.fence, 0)
 	for r := range o.waiters {
 		if r != o.me {
 			w := &o.waiters[r]
 			w.wake(w.tailWait, w.tailSeq)
 		}
 	}
-}
-
-// Await waits until every local rank has posted call k. It polls, yields
-// and sleeps as the FIFOs' waits do (CC_SHM_SPIN_US; a few polls and
-// sched_yield when the local ranks outnumber the cores), and ends with the
-// segment's failure, or with an error naming a local rank whose process is
-// gone.
-func (o *OneShot) Await(k uint64) error {
-	me := &o.waiters[o.me]
-	for r, seq := range o.seqs[k%2] {
-		if atomic.LoadUint64(seq) >= k {
-			continue
-		}
-		if err := o.waiters[r].await(me.tailWait, me.tailSeq, func() bool { return atomic.LoadUint64(seq) >= k }); err != nil {
-			return fmt.Errorf("shm %s: one-shot call %d, waiting for local rank %d: %w", o.s.name, k, r, err)
-		}
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestOneShotSlots: ranks that write their slot (or their inline bytes),
@@ -31,6 +32,39 @@ func TestOneShotSlots(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					errs[r] = oneShotCalls(segs[r].OneShot(), r, n, calls)
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestOneShotSleepers: with every wait going straight to its futex sleep
+// and no sleep timing out, no wake-up is lost: Post stores without a
+// fence and Await wakes the sleepers only after its own wait, so a lost
+// wake-up would leave a rank asleep and the test hanging until go test's
+// -timeout fails it.
+func TestOneShotSleepers(t *testing.T) {
+	setFutexTimeout(t, time.Hour)
+	old := yieldFor
+	yieldFor = 0
+	t.Cleanup(func() { yieldFor = old })
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			o := testOptions(t, n)
+			o.OneShotBytes = 256
+			o.Cores = 1 // the waits yield (here: not at all), then sleep
+			segs := openGroup(t, o)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[r] = oneShotCalls(segs[r].OneShot(), r, n, 300)
 				}()
 			}
 			wg.Wait()

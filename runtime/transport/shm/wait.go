@@ -38,14 +38,25 @@ var futexTimeout = 50 * time.Millisecond
 // Every sleep is bounded by futexTimeout, after which the peer's process is
 // checked.
 func (c *conn) await(waitFlag, seq *uint32, cond func() bool) error {
+	return c.awaitPolls(waitFlag, seq, cond, spinBatch)
+}
+
+// awaitPolls is await with polls polls in its first batch when the local
+// ranks outnumber the cores, where await has spinBatch: 0 yields the core
+// at once.
+func (c *conn) awaitPolls(waitFlag, seq *uint32, cond func() bool, polls int) error {
 	s := c.seg
 	if cond() {
 		return nil
 	}
 	var start time.Time // read only if the first batch of polls fails
 	minimal := !s.spinsLong()
+	batch := spinBatch
+	if minimal {
+		batch = polls
+	}
 	for {
-		for i := 0; i < spinBatch; i++ {
+		for i := 0; i < batch; i++ {
 			pause()
 			if cond() {
 				return nil
