@@ -367,11 +367,11 @@ func (c *SendConn) Close() error {
 }
 
 // RecvConn is the receiving end: one reader goroutine per socket reads
-// frames into free FIFO slots; the engine consumes them in sequence order.
-// For LL and LL128 it decodes the lines, checking their flags.
+// frames into free FIFO slots; the engine consumes them in sequence order,
+// in place (frames of every protocol carry the payload as it is: see
+// EagerSendConn).
 type RecvConn struct {
 	proto   protocols.Proto
-	stage   []byte // decoded LL/LL128 payload
 	r       *ring
 	socks   []net.Conn
 	peer    string
@@ -430,9 +430,6 @@ type RecvConn struct {
 func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration, g *drainGroup) *RecvConn {
 	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError, spin: spin,
 		drain: g, wake: make(chan struct{}, 1), quit: make(chan struct{})}
-	if p != protocols.Simple {
-		c.stage = make([]byte, protocols.NSteps*p.Payload(stepBytes))
-	}
 	// Inline for the small-message protocols: for Simple (large messages)
 	// a reader goroutine reading the next slice while the engine reduces
 	// this one is worth more than a saved hand-off (measured: reduce-scatter
@@ -800,7 +797,7 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 		return nil, c.slotsOpen("Wait")
 	}
 	if c.inline {
-		if err := c.waitInline(nsteps, protocols.WireBytes(c.proto, nbytes)); err != nil {
+		if err := c.waitInline(nsteps, nbytes); err != nil {
 			return nil, err
 		}
 	}
@@ -816,19 +813,11 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	for {
 		e := &r.ent[r.hseq%protocols.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
-			if wn := protocols.WireBytes(c.proto, nbytes); e.nsteps != nsteps || e.size != wn {
-				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, wn, nsteps)
-			}
-			wire := r.slot(e.step, e.nsteps)[:e.size]
-			if c.proto == protocols.Simple {
-				c.waited = true
-				return wire, nil
-			}
-			if err := protocols.DecodeWire(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
-				return nil, fmt.Errorf("%s: %w", c.peer, err)
+			if e.nsteps != nsteps || e.size != nbytes {
+				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, nbytes, nsteps)
 			}
 			c.waited = true
-			return c.stage[:nbytes], nil
+			return r.slot(e.step, e.nsteps)[:e.size], nil
 		}
 		if r.err != nil {
 			return nil, r.err

@@ -187,13 +187,13 @@ func TestBlockedReceiveDrainsOthers(t *testing.T) {
 }
 
 // TestPeerClosesMidFrame: a peer that closes its socket partway through
-// a frame (before a byte, in its header, halfway through its lines) fails
+// a frame (before a byte, in its header, halfway through its payload) fails
 // the receive that reads it, polling or not, with an error naming the
 // peer, instead of leaving it waiting.
 func TestPeerClosesMidFrame(t *testing.T) {
 	eachInline(t, []time.Duration{0, time.Minute}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
 		const n = 1000
-		wn := protocols.WireBytes(p, n)
+		wn := n // frames carry the payload as it is
 		for _, cut := range []int{0, headerSize / 2, headerSize + wn/2} {
 			t.Run(fmt.Sprintf("cut=%d", cut), func(t *testing.T) {
 				a, b := listen(t, 0), listen(t, 1)
@@ -223,7 +223,7 @@ func TestPeerClosesMidFrame(t *testing.T) {
 func TestInlineFrameMismatch(t *testing.T) {
 	eachInline(t, []time.Duration{0, time.Minute}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
 		const n = 200
-		wn := protocols.WireBytes(p, n)
+		wn := n // frames carry the payload as it is
 		line := p.LineBytes()
 		for _, tc := range []struct {
 			name         string

@@ -231,6 +231,7 @@ var (
 	_ engine.SlotReceiver = (*RecvConn)(nil)
 	_ engine.SlotSender   = (*EagerSendConn)(nil)
 	_ engine.RefSender    = (*SendConn)(nil)
+	_ engine.RefSender    = (*EagerSendConn)(nil)
 )
 
 // streamID keeps the connections of each (channel, protocol) apart in the
