@@ -14,8 +14,9 @@ import (
 // them, and of 2 and 8), both directions at once, alternately staged
 // (Acquire, Post) and by reference (PostRef from the caller's buffer,
 // which the test overwrites as soon as PostRef returns: the frame must
-// have left it). Every byte must arrive as sent, over 1 socket (inline
-// receives) and 2 (reader goroutines).
+// have left it), received alternately with Wait and WaitInto. Every byte
+// must arrive as sent, over 1 socket (inline receives) and 2 (reader
+// goroutines).
 func TestEagerEverySize(t *testing.T) {
 	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
 		for _, nsocks := range []int{1, 2} {
@@ -57,15 +58,13 @@ func testEagerEverySize(t *testing.T, p protocols.Proto, nsocks, nsteps int) {
 				return fmt.Errorf("send slice %d (%d steps, %d bytes): %w", i, sl.nsteps, sl.size, err)
 			}
 			want := fill(peerSeed+i, sl.size)
-			got, err := r.Wait(sl.nsteps, sl.size)
+			way := receiveWays[i/2%len(receiveWays)]
+			got, err := way.recv(r, sl.nsteps, sl.size)
 			if err != nil {
-				return fmt.Errorf("receive slice %d (%d steps, %d bytes): %w", i, sl.nsteps, sl.size, err)
+				return fmt.Errorf("receive slice %d (%d steps, %d bytes) with %s: %w", i, sl.nsteps, sl.size, way.name, err)
 			}
 			if !bytes.Equal(got, want) {
-				return fmt.Errorf("slice %d (%d steps, %d bytes) differs", i, sl.nsteps, sl.size)
-			}
-			if err := r.Release(); err != nil {
-				return err
+				return fmt.Errorf("slice %d (%d steps, %d bytes) received with %s differs", i, sl.nsteps, sl.size, way.name)
 			}
 		}
 		return nil
@@ -113,5 +112,49 @@ func TestEagerPeerGone(t *testing.T) {
 	})
 	if !strings.Contains(err.Error(), "send to") || !strings.Contains(err.Error(), "rank 1") {
 		t.Fatalf("send to a closed peer: %v, want an error naming the send to rank 1", err)
+	}
+}
+
+// TestWaitIntoDirect: on an inline connection, a slice still in the socket
+// goes straight into WaitInto's buffer (no FIFO slot, no copy), in every
+// size up to a full step, and the slices after it (through WaitInto or
+// Wait) find the FIFO as a Release would have left it; with 2 sockets
+// (reader goroutines) WaitInto copies from the FIFO.
+func TestWaitIntoDirect(t *testing.T) {
+	for _, nsocks := range []int{1, 2} {
+		t.Run(fmt.Sprintf("socks=%d", nsocks), func(t *testing.T) {
+			a, b, _ := pair(t, nsocks, nil)
+			const stepBytes = 1024
+			s, r := connectProto(t, a, b, protocols.LL128, stepBytes)
+			max := protocols.LL128.Payload(stepBytes)
+			for i := 0; i <= max; i += 1 + i/5 {
+				want := fill(i, i)
+				if err := sendOne(s, want); err != nil {
+					t.Fatal(err)
+				}
+				way := receiveWays[i%len(receiveWays)]
+				got, err := way.recv(r, 1, len(want))
+				if err != nil {
+					t.Fatalf("%d bytes with %s: %v", i, way.name, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%d bytes with %s differ", i, way.name)
+				}
+			}
+			into := 0
+			for i := 0; i <= max; i += 1 + i/5 {
+				if receiveWays[i%len(receiveWays)].name == "WaitInto" {
+					into++
+				}
+			}
+			got := int(r.(*RecvConn).directs.Load())
+			want := 0
+			if nsocks == 1 {
+				want = into // nothing else reads the socket: every WaitInto reads it
+			}
+			if got != want {
+				t.Fatalf("%d of %d WaitInto calls read straight into the caller's buffer, want %d", got, into, want)
+			}
+		})
 	}
 }

@@ -220,6 +220,7 @@ type Sender interface {
 // Simple connections only).
 type Receiver interface {
 	engine.RecvConn
+	engine.DirectReceiver
 	engine.SlotReceiver
 	Fail(error)
 	SetClosing()
