@@ -1,15 +1,15 @@
 // Package protocols describes NCCL's three protocols, Simple, LL and LL128:
 // their numbering (Proto, in NCCL's order), the FIFO depth NSteps, their
 // buffer sizes, how much payload one FIFO step carries, their chunk grain,
-// and the line formats of LL and LL128 in two forms: words, as they are
-// stored into shared memory, and bytes, as they travel on a stream.
+// and the line formats of LL and LL128 as they are stored into shared
+// memory.
 //
 // The package is pure: no I/O, no goroutines. The shared-memory transport
-// (runtime/transport/shm) calls the word encode and decode functions
-// (LLEncode, LL128Decode, ...) on its mapped FIFO slots; the TCP transport
-// (runtime/transport/tcp) calls the stream forms (WireBytes, EncodeWire,
-// DecodeWire) on its frames; tests and fuzz targets call both on ordinary
-// slices, and check that they agree.
+// (runtime/transport/shm) calls the encode and decode functions (LLEncode,
+// LL128Decode, ...) on its mapped FIFO slots; tests and fuzz targets call
+// them on ordinary slices. The TCP transport (runtime/transport/tcp) uses
+// the slot sizes only: a stream is ordered, so its frames carry the payload
+// without lines or flags.
 //
 // # Steps and payload
 //

@@ -126,26 +126,48 @@ type Receiver struct {
 
 // Wait implements engine.RecvConn.
 func (r *Receiver) Wait(nsteps, nbytes int) ([]byte, error) {
-	if r.ack {
-		r.ack = false
-		b, err := r.RecvConn.Wait(1, AckSize)
-		if err != nil {
-			return nil, lost(r.addr, err)
-		}
-		msg, err := decodeAck(b)
-		r.RecvConn.Release()
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("%s %s: %w", Name, r.addr, err)
-		case msg != "":
-			return nil, fmt.Errorf("%s %s: %s", Name, r.addr, msg)
-		}
+	if err := r.takeAck(); err != nil {
+		return nil, err
 	}
 	b, err := r.RecvConn.Wait(nsteps, nbytes)
 	if err != nil {
 		return nil, lost(r.addr, err)
 	}
 	return b, nil
+}
+
+// WaitInto implements engine.DirectReceiver as Wait does: the answer to a
+// descriptor first, then the slice, into dst.
+func (r *Receiver) WaitInto(nsteps int, dst []byte) error {
+	if err := r.takeAck(); err != nil {
+		return err
+	}
+	if err := r.RecvConn.WaitInto(nsteps, dst); err != nil {
+		return lost(r.addr, err)
+	}
+	return nil
+}
+
+// takeAck receives the server's answer to a descriptor, if one is due
+// before the next slice, and returns the error it carries.
+func (r *Receiver) takeAck() error {
+	if !r.ack {
+		return nil
+	}
+	r.ack = false
+	b, err := r.RecvConn.Wait(1, AckSize)
+	if err != nil {
+		return lost(r.addr, err)
+	}
+	msg, err := decodeAck(b)
+	r.RecvConn.Release()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", Name, r.addr, err)
+	case msg != "":
+		return fmt.Errorf("%s %s: %s", Name, r.addr, msg)
+	}
+	return nil
 }
 
 // watchChannel is the channel of a watcher's hello: a connection that only

@@ -69,6 +69,16 @@ type RefSender interface {
 	Flush() error
 }
 
+// DirectReceiver is a RecvConn that can receive a slice straight into the
+// caller's memory, without the engine copying it out of the FIFO (TCP: the
+// payload goes from the socket into dst when it is still there).
+type DirectReceiver interface {
+	// WaitInto receives the next slice, of len(dst) bytes in nsteps
+	// slots, into dst, and releases its slots: Wait, copy and Release in
+	// one call.
+	WaitInto(nsteps int, dst []byte) error
+}
+
 // SlotSender is a SendConn used slot by slot, as PAT's schedules need
 // (Simple protocol only): several FIFO slots open at once, written in any
 // order, posted in FIFO order one slot at a time. It shares the
@@ -201,6 +211,15 @@ func refValue(t *Task, op *algos.Op) bool {
 // operand, write to the destination, send.
 func runSlice(t *Task, op *algos.Op, send SendConn, ref RefSender, recv RecvConn, off, n int64, esize int) error {
 	nb := int(n) * esize
+	local := region(t, op.Src, op.SrcOff+off, n, esize)
+	dst := region(t, op.Dst, op.DstOff+off, n, esize)
+	if d, ok := recv.(DirectReceiver); ok && dst != nil && (!op.Reduce || local == nil) {
+		// The slice's value is the received data: receive it in place.
+		if err := d.WaitInto(t.SliceSteps, dst); err != nil {
+			return err
+		}
+		return finishSlice(t, op, send, ref, dst, nb)
+	}
 	var in []byte
 	if recv != nil {
 		b, err := recv.Wait(t.SliceSteps, nb)
@@ -217,8 +236,6 @@ func runSlice(t *Task, op *algos.Op, send SendConn, ref RefSender, recv RecvConn
 		}
 		out = b[:nb]
 	}
-	local := region(t, op.Src, op.SrcOff+off, n, esize)
-	dst := region(t, op.Dst, op.DstOff+off, n, esize)
 
 	var sent []byte // the value in user memory, when sent by reference
 	target := dst
@@ -254,6 +271,25 @@ func runSlice(t *Task, op *algos.Op, send SendConn, ref RefSender, recv RecvConn
 		return send.Post(nb)
 	}
 	return nil
+}
+
+// finishSlice completes a slice whose received value WaitInto has put in
+// dst: the post-operation, then the send, from dst.
+func finishSlice(t *Task, op *algos.Op, send SendConn, ref RefSender, dst []byte, nb int) error {
+	if op.PostOp && t.Fn != nil && t.Fn.HasPost() {
+		t.Fn.Post(dst, dst)
+	}
+	if send == nil {
+		return nil
+	}
+	out, err := send.Acquire(t.SliceSteps)
+	if err != nil {
+		return err
+	}
+	if ref != nil {
+		return ref.PostRef(dst)
+	}
+	return send.Post(copy(out[:nb], dst))
 }
 
 // combine computes the value of one slice into target: the received data,

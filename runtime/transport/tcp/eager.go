@@ -13,38 +13,43 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/engine"
 )
 
-// LL and LL128 over TCP, as NCCL's socket transport carries them: the FIFO
-// slot goes on the wire as it is, lines with their flags included (LL:
-// 16-byte lines of 8 payload bytes and two 4-byte flags; LL128: 128-byte
-// lines of 120 payload bytes and an 8-byte flag), in the stream form of
-// protocols.EncodeWire, and the receiver checks every flag against the step
-// while it decodes (protocols.DecodeWire). TCP is ordered, so the flags do
-// not signal readiness here; they cost bandwidth (2x for LL, 128/120 for
-// LL128) and catch a peer that runs another protocol or step. What LL and
-// LL128 buy over TCP is eagerness: the engine writes a slice to the socket
-// itself, with no hand-off to a writer goroutine, which saves a wake-up per
-// slice and makes them the protocols of small messages.
+// LL and LL128 over TCP. On shared memory their lines carry flags that
+// tell the reader the data is there; a TCP stream is ordered and the
+// frame's header already says how many bytes and which step follow, so
+// over TCP the flags would only cost copies (encoding the lines on the
+// sender, decoding them on the receiver) and bandwidth (2x for LL, 128/120
+// for LL128). A frame of LL or LL128 carries the slice's payload as it is,
+// as Simple's do; the receiver checks each header's size, steps, step and
+// sequence number against the slice it waits for. What LL and LL128 keep
+// over TCP is their slot size and their eagerness: the engine writes a
+// slice to the socket itself, header and payload with one writev, with no
+// hand-off to a writer goroutine, which saves a wake-up per slice and makes
+// them the protocols of small messages. A slice posted by reference
+// (engine.RefSender) is written straight from the caller's memory.
 
-// EagerSendConn sends LL or LL128 slices: the engine's goroutine encodes
-// and writes each slice itself, round-robin over the sockets. A frame is
-// written with one write on the raw descriptor; when the socket does not
-// take it all at once, the write blocks with the rank's drainers armed
-// (drainGroup), so that a peer writing to this rank meanwhile is read.
+// EagerSendConn sends LL or LL128 slices: the engine's goroutine writes
+// each slice itself, round-robin over the sockets. A frame is written with
+// one writev on the raw descriptor; when the socket does not take it all
+// at once, the write blocks with the rank's drainers armed (drainGroup),
+// so that a peer writing to this rank meanwhile is read.
 type EagerSendConn struct {
 	proto     protocols.Proto
 	socks     []net.Conn
 	rcs       []syscall.RawConn // per socket; nil: write through the net.Conn
 	drain     *drainGroup
 	peer      string
-	stepBytes int // wire bytes per step
+	stepBytes int // FIFO bytes per step
 	stage     []byte
-	frame     []byte // the header, then the wire lines of one slice
+	hdr       [headerSize]byte
 	step, seq uint64
 	cur       int
 
 	// The state of one raw write, for writeFn (made once, so that a write
-	// allocates nothing).
-	wbuf    []byte
+	// allocates nothing): the header and the payload, and how much of the
+	// two the socket has taken.
+	wa, wb  []byte
+	woff    int
+	wvec    iovecs
 	werr    error
 	wblock  bool
 	writeFn func(fd uintptr) bool
@@ -57,7 +62,6 @@ type EagerSendConn struct {
 func newEagerSendConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, g *drainGroup) *EagerSendConn {
 	c := &EagerSendConn{proto: p, socks: socks, peer: peer, stepBytes: stepBytes, drain: g,
 		stage: make([]byte, protocols.NSteps*p.Payload(stepBytes)),
-		frame: make([]byte, headerSize+protocols.NSteps*stepBytes),
 		rcs:   make([]syscall.RawConn, len(socks))}
 	for i, s := range socks {
 		if sc, ok := s.(syscall.Conn); ok {
@@ -83,15 +87,28 @@ func (c *EagerSendConn) Acquire(nsteps int) ([]byte, error) {
 	return c.stage[:nsteps*c.proto.Payload(c.stepBytes)], nil
 }
 
-// Post implements engine.SendConn: encode the lines and write the frame.
-func (c *EagerSendConn) Post(n int) error {
-	wn := protocols.WireBytes(c.proto, n)
-	protocols.EncodeWire(c.proto, c.frame[headerSize:headerSize+wn], c.stage[:n], c.step+1)
-	putHeader((*[headerSize]byte)(c.frame[:headerSize]), wn, c.cur, c.step, c.seq)
+// Post implements engine.SendConn: write the first n bytes of the staging
+// buffer as one frame.
+func (c *EagerSendConn) Post(n int) error { return c.send(c.stage[:n]) }
+
+// PostRef implements engine.RefSender: write b, the slice in the caller's
+// memory, as one frame. The write has left b when PostRef returns.
+func (c *EagerSendConn) PostRef(b []byte) error { return c.send(b) }
+
+// Flush implements engine.RefSender: PostRef writes synchronously, so
+// nothing is left in the caller's memory.
+func (c *EagerSendConn) Flush() error { return nil }
+
+// send writes payload b as the frame of the acquired slice.
+func (c *EagerSendConn) send(b []byte) error {
+	if room := c.cur * c.proto.Payload(c.stepBytes); len(b) > room {
+		return fmt.Errorf("send to %s: a %s slice of %d bytes in %d steps holds at most %d", c.peer, c.proto, len(b), c.cur, room)
+	}
+	putHeader(&c.hdr, len(b), c.cur, c.step, c.seq)
 	i := int(c.seq % uint64(len(c.socks)))
 	c.step += uint64(c.cur)
 	c.seq++
-	if err := c.write(i, c.frame[:headerSize+wn]); err != nil {
+	if err := c.write(i, c.hdr[:], b); err != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.err == nil {
@@ -102,19 +119,22 @@ func (c *EagerSendConn) Post(n int) error {
 	return nil
 }
 
-// write writes b to socket i: at once if the socket takes it, else
-// blocking with the drainers armed.
-func (c *EagerSendConn) write(i int, b []byte) error {
+// write writes a and then b to socket i: at once if the socket takes
+// them, else blocking with the drainers armed.
+func (c *EagerSendConn) write(i int, a, b []byte) error {
 	rc := c.rcs[i]
 	if rc == nil {
 		c.drain.arm(nil)
 		defer c.drain.disarm(nil)
+		if _, err := c.socks[i].Write(a); err != nil {
+			return err
+		}
 		_, err := c.socks[i].Write(b)
 		return err
 	}
-	c.wbuf, c.werr, c.wblock = b, nil, false
+	c.wa, c.wb, c.woff, c.werr, c.wblock = a, b, 0, nil, false
 	err := rc.Write(c.writeFn)
-	if err == nil && c.werr == nil && len(c.wbuf) > 0 {
+	if err == nil && c.werr == nil && c.woff < len(a)+len(b) {
 		c.wblock = true
 		c.drain.arm(nil)
 		err = rc.Write(c.writeFn)
@@ -123,7 +143,7 @@ func (c *EagerSendConn) write(i int, b []byte) error {
 	if err == nil {
 		err = c.werr
 	}
-	c.wbuf = nil
+	c.wa, c.wb, c.wvec = nil, nil, iovecs{} // hold on to no buffer
 	return err
 }
 
@@ -131,8 +151,9 @@ func (c *EagerSendConn) write(i int, b []byte) error {
 // takes; true ends the runtime's Write, false makes it wait until the
 // socket is writable (only once the write blocks: wblock).
 func (c *EagerSendConn) writeRaw(fd uintptr) bool {
-	for len(c.wbuf) > 0 {
-		n, err := rawWrite(fd, c.wbuf)
+	for c.woff < len(c.wa)+len(c.wb) {
+		nv := c.wvec.set(c.wa, c.wb, c.woff)
+		n, err := rawWritev(fd, &c.wvec, nv)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -142,7 +163,7 @@ func (c *EagerSendConn) writeRaw(fd uintptr) bool {
 			c.werr = err
 			return true
 		}
-		c.wbuf = c.wbuf[n:]
+		c.woff += n
 	}
 	return true
 }

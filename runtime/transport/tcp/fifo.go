@@ -367,11 +367,11 @@ func (c *SendConn) Close() error {
 }
 
 // RecvConn is the receiving end: one reader goroutine per socket reads
-// frames into free FIFO slots; the engine consumes them in sequence order.
-// For LL and LL128 it decodes the lines, checking their flags.
+// frames into free FIFO slots; the engine consumes them in sequence order,
+// in place (frames of every protocol carry the payload as it is: see
+// EagerSendConn).
 type RecvConn struct {
 	proto   protocols.Proto
-	stage   []byte // decoded LL/LL128 payload
 	r       *ring
 	socks   []net.Conn
 	peer    string
@@ -425,14 +425,12 @@ type RecvConn struct {
 	peekBuf        [1]byte
 	perr           error
 	reads          atomic.Uint64 // reads that returned bytes (tests count them)
+	directs        atomic.Uint64 // slices read straight into WaitInto's dst (tests count them)
 }
 
 func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string, onError func(error), spin time.Duration, g *drainGroup) *RecvConn {
 	c := &RecvConn{proto: p, r: newRing(stepBytes), socks: socks, peer: peer, onError: onError, spin: spin,
 		drain: g, wake: make(chan struct{}, 1), quit: make(chan struct{})}
-	if p != protocols.Simple {
-		c.stage = make([]byte, protocols.NSteps*p.Payload(stepBytes))
-	}
 	// Inline for the small-message protocols: for Simple (large messages)
 	// a reader goroutine reading the next slice while the engine reduces
 	// this one is worth more than a saved hand-off (measured: reduce-scatter
@@ -679,16 +677,14 @@ const spinYieldAfter = 4
 // (Wait found frame hseq missing, and every frame before c.want is in the
 // FIFO: c.want == hseq, every earlier frame released). Its slots are the
 // nsteps after the last released frame, as the sender placed them, so the
-// header and the payload are read with one read, straight into the FIFO,
-// as the sender wrote them with one write. A header that says otherwise
-// (a peer running other settings) ends the read before more is read.
-// Frames that do not fit one read's plan go through readFrame.
+// header and the payload are read with one read, straight into the FIFO
+// (readPlanned). Frames that do not fit one read's plan go through
+// readFrame.
 func (c *RecvConn) readNext(nsteps, wn int) error {
 	r := c.r
 	r.mu.Lock()
 	step := alignStep(r.head, nsteps)
-	plain := nsteps >= 1 && nsteps <= protocols.NSteps && wn <= nsteps*r.step &&
-		int(step%protocols.NSteps)+nsteps <= protocols.NSteps && r.hseq == c.want
+	plain := c.plannable(nsteps, wn, step)
 	var dst []byte
 	if plain {
 		dst = r.slot(step, nsteps)[:wn]
@@ -697,7 +693,35 @@ func (c *RecvConn) readNext(nsteps, wn int) error {
 	if !plain {
 		return c.readFrame(true)
 	}
+	if err := c.readPlanned(nsteps, step, dst); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.ent[c.want%protocols.NSteps] = entry{seq: c.want, step: step, nsteps: nsteps, size: wn, done: true, valid: true}
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	c.want++
+	return nil
+}
+
+// plannable reports whether the next frame, of wn bytes in nsteps steps,
+// can be read with one read's plan: every frame before it is released
+// (the FIFO is empty), and its slots, from step, lie inside the FIFO. With
+// r.mu held.
+func (c *RecvConn) plannable(nsteps, wn int, step uint64) bool {
+	r := c.r
+	return nsteps >= 1 && nsteps <= protocols.NSteps && wn <= nsteps*r.step &&
+		int(step%protocols.NSteps)+nsteps <= protocols.NSteps && r.hseq == c.want
+}
+
+// readPlanned reads the next frame, expected to start at step with
+// len(dst) bytes in nsteps steps, from the socket: its header into c.hdr
+// and its payload into dst, with one read when the socket holds it all,
+// polling for c.spin first; with rmu held. A header that says otherwise
+// (a peer running other settings) ends the read before more is read.
+func (c *RecvConn) readPlanned(nsteps int, step uint64, dst []byte) error {
 	hdr := c.hdr[:]
+	wn := len(dst)
 	got, err := c.readSock2(hdr, dst, 0, headerSize, true, false)
 	if err != nil {
 		return err
@@ -717,12 +741,62 @@ func (c *RecvConn) readNext(nsteps, wn int) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// WaitInto implements engine.DirectReceiver: it receives the next slice,
+// of len(dst) bytes in nsteps steps, into dst and frees its slots. On an
+// inline connection whose next frame is still in the socket, the frame's
+// payload goes from the socket straight into dst (readInto); otherwise it
+// is copied from the FIFO, as after Wait.
+func (c *RecvConn) WaitInto(nsteps int, dst []byte) error {
+	if c.slots > 0 {
+		return c.slotsOpen("WaitInto")
+	}
+	if c.inline && !c.waited {
+		if done, err := c.readInto(nsteps, dst); done || err != nil {
+			return err
+		}
+	}
+	b, err := c.Wait(nsteps, len(dst))
+	if err != nil {
+		return err
+	}
+	copy(dst, b)
+	return c.Release()
+}
+
+// readInto reads the next frame's payload straight into dst if nobody has
+// begun to read that frame: done reports whether it did. Not done, the
+// frame is in the FIFO or on its way there (the drainer is reading).
+func (c *RecvConn) readInto(nsteps int, dst []byte) (done bool, err error) {
+	r := c.r
+	if r.ready() || !c.rmu.TryLock() {
+		return false, nil
+	}
+	defer c.rmu.Unlock()
 	r.mu.Lock()
-	r.ent[seq%protocols.NSteps] = entry{seq: seq, step: step, nsteps: nsteps, size: size, done: true, valid: true}
+	step := alignStep(r.head, nsteps)
+	plain := r.err == nil && c.plannable(nsteps, len(dst), step)
+	r.mu.Unlock()
+	if !plain {
+		return false, nil
+	}
+	if err := c.readPlanned(nsteps, step, dst); err != nil {
+		if !r.failed() {
+			c.readFailed(err)
+		}
+		return true, r.errOr(err)
+	}
+	// Received and released at once: the frame never used its slots.
+	r.mu.Lock()
+	r.head = step + uint64(nsteps)
+	r.hseq++
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	c.want++
-	return nil
+	c.directs.Add(1)
+	return true, nil
 }
 
 // readSock reads len(b) bytes from an inline connection's socket. With
@@ -800,7 +874,7 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 		return nil, c.slotsOpen("Wait")
 	}
 	if c.inline {
-		if err := c.waitInline(nsteps, protocols.WireBytes(c.proto, nbytes)); err != nil {
+		if err := c.waitInline(nsteps, nbytes); err != nil {
 			return nil, err
 		}
 	}
@@ -816,19 +890,11 @@ func (c *RecvConn) Wait(nsteps, nbytes int) ([]byte, error) {
 	for {
 		e := &r.ent[r.hseq%protocols.NSteps]
 		if e.valid && e.done && e.seq == r.hseq {
-			if wn := protocols.WireBytes(c.proto, nbytes); e.nsteps != nsteps || e.size != wn {
-				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, wn, nsteps)
-			}
-			wire := r.slot(e.step, e.nsteps)[:e.size]
-			if c.proto == protocols.Simple {
-				c.waited = true
-				return wire, nil
-			}
-			if err := protocols.DecodeWire(c.proto, c.stage, wire, nbytes, e.step+1); err != nil {
-				return nil, fmt.Errorf("%s: %w", c.peer, err)
+			if e.nsteps != nsteps || e.size != nbytes {
+				return nil, fmt.Errorf("%s sent a %s slice of %d bytes in %d steps, want %d bytes in %d (do all ranks use the same NCCL_* settings?)", c.peer, c.proto, e.size, e.nsteps, nbytes, nsteps)
 			}
 			c.waited = true
-			return c.stage[:nbytes], nil
+			return r.slot(e.step, e.nsteps)[:e.size], nil
 		}
 		if r.err != nil {
 			return nil, r.err

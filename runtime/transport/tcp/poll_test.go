@@ -59,6 +59,34 @@ func eachInline(t *testing.T, spins []time.Duration, f func(t *testing.T, p prot
 	}
 }
 
+// receiveWays are the two ways the engine receives a slice: Wait (the
+// slice in the FIFO, then Release) and WaitInto (into the caller's
+// memory). Each returns the slice's bytes.
+var receiveWays = []struct {
+	name string
+	recv func(r Receiver, nsteps, n int) ([]byte, error)
+}{
+	{"Wait", func(r Receiver, nsteps, n int) ([]byte, error) {
+		b, err := r.Wait(nsteps, n)
+		if err != nil {
+			return nil, err
+		}
+		b = bytes.Clone(b)
+		return b, r.Release()
+	}},
+	{"WaitInto", func(r Receiver, nsteps, n int) ([]byte, error) {
+		b := make([]byte, n)
+		return b, r.WaitInto(nsteps, b)
+	}},
+}
+
+// eachReceive runs f as a subtest for each of receiveWays.
+func eachReceive(t *testing.T, f func(t *testing.T, recv func(r Receiver, nsteps, n int) ([]byte, error))) {
+	for _, w := range receiveWays {
+		t.Run(w.name, func(t *testing.T) { f(t, w.recv) })
+	}
+}
+
 // sendOne posts payload pl as a one-step slice on s.
 func sendOne(s Sender, pl []byte) error {
 	buf, err := s.Acquire(1)
@@ -187,28 +215,30 @@ func TestBlockedReceiveDrainsOthers(t *testing.T) {
 }
 
 // TestPeerClosesMidFrame: a peer that closes its socket partway through
-// a frame (before a byte, in its header, halfway through its lines) fails
+// a frame (before a byte, in its header, halfway through its payload) fails
 // the receive that reads it, polling or not, with an error naming the
 // peer, instead of leaving it waiting.
 func TestPeerClosesMidFrame(t *testing.T) {
 	eachInline(t, []time.Duration{0, time.Minute}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
 		const n = 1000
-		wn := protocols.WireBytes(p, n)
+		wn := n // frames carry the payload as it is
 		for _, cut := range []int{0, headerSize / 2, headerSize + wn/2} {
 			t.Run(fmt.Sprintf("cut=%d", cut), func(t *testing.T) {
-				a, b := listen(t, 0), listen(t, 1)
-				b.SetSpin(spin)
-				s, r := connectProto(t, a, b, p, 4096)
-				frame := make([]byte, headerSize+wn)
-				putHeader((*[headerSize]byte)(frame), wn, 1, 0, 0)
-				go func() {
-					s.(*EagerSendConn).socks[0].Write(frame[:cut])
-					s.Close()
-				}()
-				err := returns(t, "a receive of a frame cut short", func() error { _, err := r.Wait(1, n); return err })
-				if err == nil || !strings.Contains(err.Error(), "closed by the peer") || !strings.Contains(err.Error(), "rank 0") {
-					t.Fatalf("Wait: %v, want the connection from rank 0 closed by the peer", err)
-				}
+				eachReceive(t, func(t *testing.T, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
+					a, b := listen(t, 0), listen(t, 1)
+					b.SetSpin(spin)
+					s, r := connectProto(t, a, b, p, 4096)
+					frame := make([]byte, headerSize+wn)
+					putHeader((*[headerSize]byte)(frame), wn, 1, 0, 0)
+					go func() {
+						s.(*EagerSendConn).socks[0].Write(frame[:cut])
+						s.Close()
+					}()
+					err := returns(t, "a receive of a frame cut short", func() error { _, err := recv(r, 1, n); return err })
+					if err == nil || !strings.Contains(err.Error(), "closed by the peer") || !strings.Contains(err.Error(), "rank 0") {
+						t.Fatalf("receive: %v, want the connection from rank 0 closed by the peer", err)
+					}
+				})
 			})
 		}
 	})
@@ -223,7 +253,7 @@ func TestPeerClosesMidFrame(t *testing.T) {
 func TestInlineFrameMismatch(t *testing.T) {
 	eachInline(t, []time.Duration{0, time.Minute}, func(t *testing.T, p protocols.Proto, spin time.Duration) {
 		const n = 200
-		wn := protocols.WireBytes(p, n)
+		wn := n // frames carry the payload as it is
 		line := p.LineBytes()
 		for _, tc := range []struct {
 			name         string
@@ -238,18 +268,20 @@ func TestInlineFrameMismatch(t *testing.T) {
 			{"seq", wn, 1, 0, 1, "protocol error"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				a, b := listen(t, 0), listen(t, 1)
-				b.SetSpin(spin)
-				s, r := connectProto(t, a, b, p, 4096)
-				frame := make([]byte, headerSize+tc.size)
-				putHeader((*[headerSize]byte)(frame), tc.size, tc.nsteps, tc.step, tc.seq)
-				if _, err := s.(*EagerSendConn).socks[0].Write(frame); err != nil {
-					t.Fatal(err)
-				}
-				err := returns(t, "a receive of a mismatched frame", func() error { _, err := r.Wait(1, n); return err })
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("Wait: %v, want an error containing %q", err, tc.want)
-				}
+				eachReceive(t, func(t *testing.T, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
+					a, b := listen(t, 0), listen(t, 1)
+					b.SetSpin(spin)
+					s, r := connectProto(t, a, b, p, 4096)
+					frame := make([]byte, headerSize+tc.size)
+					putHeader((*[headerSize]byte)(frame), tc.size, tc.nsteps, tc.step, tc.seq)
+					if _, err := s.(*EagerSendConn).socks[0].Write(frame); err != nil {
+						t.Fatal(err)
+					}
+					err := returns(t, "a receive of a mismatched frame", func() error { _, err := recv(r, 1, n); return err })
+					if err == nil || !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("receive: %v, want an error containing %q", err, tc.want)
+					}
+				})
 			})
 		}
 	})
@@ -260,28 +292,34 @@ func TestInlineFrameMismatch(t *testing.T) {
 func TestFailDuringPoll(t *testing.T) {
 	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
 		t.Run(p.String(), func(t *testing.T) {
-			a, b := listen(t, 0), listen(t, 1)
-			b.SetSpin(time.Minute)
-			_, r := connectProto(t, a, b, p, 4096)
-			rc := r.(*RecvConn)
-			errc := make(chan error, 1)
-			go func() { _, err := r.Wait(1, 8); errc <- err }()
-			// The receive polls once it holds the socket's read lock
-			// (nothing arms the drainer, which would take it too).
-			returns(t, "the receive to start polling", func() error {
-				for rc.rmu.TryLock() {
-					rc.rmu.Unlock()
-					runtime.Gosched()
-				}
-				return nil
+			eachReceive(t, func(t *testing.T, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
+				testFailDuringPoll(t, p, recv)
 			})
-			abort := errors.New("job aborted")
-			r.Fail(abort)
-			err := returns(t, "a polling receive after Fail", func() error { return <-errc })
-			if !errors.Is(err, abort) {
-				t.Fatalf("Wait: %v, want %v", err, abort)
-			}
 		})
+	}
+}
+
+func testFailDuringPoll(t *testing.T, p protocols.Proto, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
+	a, b := listen(t, 0), listen(t, 1)
+	b.SetSpin(time.Minute)
+	_, r := connectProto(t, a, b, p, 4096)
+	rc := r.(*RecvConn)
+	errc := make(chan error, 1)
+	go func() { _, err := recv(r, 1, 8); errc <- err }()
+	// The receive polls once it holds the socket's read lock
+	// (nothing arms the drainer, which would take it too).
+	returns(t, "the receive to start polling", func() error {
+		for rc.rmu.TryLock() {
+			rc.rmu.Unlock()
+			runtime.Gosched()
+		}
+		return nil
+	})
+	abort := errors.New("job aborted")
+	r.Fail(abort)
+	err := returns(t, "a polling receive after Fail", func() error { return <-errc })
+	if !errors.Is(err, abort) {
+		t.Fatalf("receive: %v, want %v", err, abort)
 	}
 }
 

@@ -220,6 +220,7 @@ type Sender interface {
 // Simple connections only).
 type Receiver interface {
 	engine.RecvConn
+	engine.DirectReceiver
 	engine.SlotReceiver
 	Fail(error)
 	SetClosing()
@@ -231,6 +232,7 @@ var (
 	_ engine.SlotReceiver = (*RecvConn)(nil)
 	_ engine.SlotSender   = (*EagerSendConn)(nil)
 	_ engine.RefSender    = (*SendConn)(nil)
+	_ engine.RefSender    = (*EagerSendConn)(nil)
 )
 
 // streamID keeps the connections of each (channel, protocol) apart in the

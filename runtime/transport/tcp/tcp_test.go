@@ -240,7 +240,7 @@ func TestCloseWhileAccepting(t *testing.T) {
 
 // TestProtocolsRoundTrip sends slices of every size from 1 byte to a full
 // step through each protocol's connection over 1 and 2 sockets: every byte
-// must arrive, and the LL/LL128 flags must check out.
+// must arrive.
 func TestProtocolsRoundTrip(t *testing.T) {
 	for _, p := range []protocols.Proto{protocols.Simple, protocols.LL, protocols.LL128} {
 		for _, nsocks := range []int{1, 2} {
@@ -325,7 +325,7 @@ func streamSlices(t *testing.T, s Sender, r Receiver, n, max int, afterSend, bef
 }
 
 // TestBothWriteFirst: two ranks each send more than the sockets hold
-// before either receives. With the sender writing on its own goroutine
+// before either receives, staged and by reference. With the sender writing on its own goroutine
 // (LL, LL128), nothing would read the sockets while both write: the
 // drainer does, into the FIFO, so both finish.
 func TestBothWriteFirst(t *testing.T) {
@@ -344,7 +344,12 @@ func TestBothWriteFirst(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if err := s.Post(copy(buf, full(i))); err != nil {
+					if i%2 == 0 {
+						err = s.Post(copy(buf, full(i)))
+					} else {
+						err = s.(*EagerSendConn).PostRef(full(i)) // from the caller's memory
+					}
+					if err != nil {
 						return err
 					}
 				}
