@@ -55,10 +55,12 @@ if ! have_chromium; then
   fi
   echo "chromium missing (run as root to install it): the browser test of cc-perf report will skip" >&2
 fi
+# -count=1 everywhere: a result from Go's test cache is no run (a second CI run on the same
+# commit, or a developer's rerun, would pass without running a thing).
 # The largest PAT and NVLS simulations (n up to 1024) and most log-step
 # rank counts above 16 skip under the race detector, which slows the
 # single-goroutine simulator eightfold; run them without it.
-go test -run 'TestPat|TestNvls|TestLogStep' ./algos/
+go test -count=1 -run 'TestPat|TestNvls|TestLogStep' ./algos/
 
 # Every fuzz target for 2000 inputs (scripts/fuzz.sh; CC_FUZZTIME sets the -fuzztime of each,
 # 0 skips). A count, not a duration: a duration races the fuzzing coordinator's deadline
@@ -77,8 +79,8 @@ if [ "$(id -u)" = 0 ] && [ "${CC_TESTBED:-1}" != 0 ]; then
       exit 1
     fi
     echo "cannot install the testbed's packages: the SSH and Slurm end-to-end tests will skip" >&2
-    exec go test -race -timeout 30m ./...
+    exec go test -count=1 -race -timeout 30m ./...
   fi
-  exec scripts/testbed.sh run go test -race -timeout 30m ./...
+  exec scripts/testbed.sh run go test -count=1 -race -timeout 30m ./...
 fi
-exec go test -race -timeout 30m ./...
+exec go test -count=1 -race -timeout 30m ./...
