@@ -97,7 +97,10 @@ func (c *Comm) logStepDisabled(a algos.Algo) string {
 		// entry took 2-4 ms at 8 B-4 KiB and HierRecDbl won no size
 		// clearly (the ring's LL took 2.1 ms at 8 B, HierRecDbl 3.2-3.8
 		// ms): until a quieter run shows where it wins, it runs only
-		// where NCCL_ALGO names it.
+		// where NCCL_ALGO names it. Those milliseconds were the hosts
+		// of one machine each counting all its cores (fixed since, see
+		// coreShare); after the fix, 3 runs at load 9-20 had every
+		// entry at 46-300 µs and still no clear winner.
 		return fmt.Sprintf("%s runs only where NCCL_ALGO names it (not yet measured to win on its own)", a)
 	}
 	if c.topo.NHosts() == 1 && !c.p.SHMDisable && !c.p.Algo.Set {
