@@ -137,6 +137,17 @@ func Default() *Consts {
 	// interleaved runs of the user's path had recursive doubling at
 	// 0.31-0.69x the ring's time from 8 B to 256 KiB (README).
 	c.Class[Net].Eff[algos.RecDbl], c.Class[Net].Eff[algos.Rabenseifner] = 0.93, 0.9
+	// LL and LL128 frames over TCP carry their payload without lines and
+	// flags since 2026-11-27 (runtime/transport/tcp), so the bandwidths
+	// above, measured with the lines on the wire, undersold them. Two runs
+	// of cc-perf calibrate -b 8 -e 4M -f 8 -n 10 --reps 5 --channels 1
+	// (2 ranks on 2 fake hosts, load average 1-3) fitted beta LL 1.09 and
+	// 0.955 GB/s, LL128 1.42 and 1.52 (Simple 1.35 and 1.57: unchanged);
+	// their means, beta_max keeping the ratio above. Their gamma and alpha
+	// moved 2-5x between the two runs (small calls are bimodal here) and
+	// stay as they were.
+	c.Class[Net].Beta[protocols.LL], c.Class[Net].BetaMax[protocols.LL] = 1.02, 1.53
+	c.Class[Net].Beta[protocols.LL128], c.Class[Net].BetaMax[protocols.LL128] = 1.47, 2.17
 	// OneShot runs on one host only (no net entry) and on its own fast
 	// path: its own per-call cost (algo_gamma) in place of the engine's
 	// gamma. Measured with cc-perf tune --all (interleaved medians of

@@ -299,8 +299,8 @@ func (c *Config) model(fn algos.Coll) *tune.Model {
 // closedConsts are the constants the tuner's closed form is priced with
 // beside the replay (the pick stays the runtime's, which knows no link
 // rate): the calibration's, but with a link rate and more than
-// one host, the net class's bandwidth capped at what the link carries of
-// each protocol's payload (LL half the rate, LL128 120/128), so that the
+// one host, the net class's bandwidth capped at the link rate (every
+// protocol's TCP frames carry its payload without lines), so that the
 // closed form sees the link the replay sees. Beta is bus bandwidth, which
 // for the ring is the bytes through each host's link per second: the cap
 // is exact for the ring, and the other rows keep their efficiency on it.
@@ -311,10 +311,8 @@ func (c *Config) closedConsts() *tune.Consts {
 	k := *c.Consts
 	net := &k.Class[tune.Net]
 	for p := range protocols.NumProtos {
-		pr := protocols.Proto(p)
-		limit := c.LinkRate * float64(pr.LinePayload()) / float64(pr.LineBytes())
-		net.Beta[p] = min(net.Beta[p], limit)
-		net.BetaMax[p] = min(net.BetaMax[p], limit)
+		net.Beta[p] = min(net.Beta[p], c.LinkRate)
+		net.BetaMax[p] = min(net.BetaMax[p], c.LinkRate)
 	}
 	return &k
 }
@@ -514,7 +512,7 @@ func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step in
 		gamma = ag
 	}
 	tp := &timed.Params{Topo: topo, Geometry: g, StepPayload: step, ElemSize: c.ElemSize,
-		Wire:  float64(p.LineBytes()) / float64(p.LinePayload()),
+		Wire:  1, // LL and LL128 frames over TCP carry their payload without lines (runtime/transport/tcp)
 		Intra: timed.Class{Alpha: intra.Alpha[p] * 1000, Beta: intra.Beta[p]},
 		Inter: timed.Class{Alpha: inter.Alpha[p]*1000 + c.LinkLatency, Beta: inter.Beta[p]},
 		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
