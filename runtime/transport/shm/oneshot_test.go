@@ -21,23 +21,7 @@ func TestOneShotSlots(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
 			const calls = 500
-			o := testOptions(t, n)
-			o.OneShotBytes = 256
-			o.Cores = 1 // every rank shares one core: waits yield, then sleep
-			segs := openGroup(t, o)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[r] = oneShotCalls(segs[r].OneShot(), r, n, calls)
-				}()
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
-				t.Fatal(err)
-			}
+			runOneShotGroup(t, n, calls)
 		})
 	}
 }
@@ -54,24 +38,32 @@ func TestOneShotSleepers(t *testing.T) {
 	t.Cleanup(func() { yieldFor = old })
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
-			o := testOptions(t, n)
-			o.OneShotBytes = 256
-			o.Cores = 1 // the waits yield (here: not at all), then sleep
-			segs := openGroup(t, o)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[r] = oneShotCalls(segs[r].OneShot(), r, n, 300)
-				}()
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
-				t.Fatal(err)
-			}
+			runOneShotGroup(t, n, 300) // the waits yield (here: not at all), then sleep
 		})
+	}
+}
+
+// runOneShotGroup runs calls one-shot calls on n ranks of one segment,
+// each on its own goroutine, every rank sharing one core (waits yield,
+// then sleep).
+func runOneShotGroup(t *testing.T, n, calls int) {
+	t.Helper()
+	o := testOptions(t, n)
+	o.OneShotBytes = 256
+	o.Cores = 1
+	segs := openGroup(t, o)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = oneShotCalls(segs[r].OneShot(), r, n, calls)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
