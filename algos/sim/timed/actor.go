@@ -144,15 +144,11 @@ func (s *Sim) alpha(c *conn) float64 {
 	return s.p.Intra.Alpha
 }
 
-// enqueue queues a slice's wire bytes on the flow f as its sender's CPU
+// enqueue queues a slice's bytes on the flow f as its sender's CPU
 // stage starts; it arrives alpha after the later of the stage's end
 // (stageDone) and the flow's drain.
 func (s *Sim) enqueue(f *flow, elems int64) {
-	wire := s.p.Wire
-	if wire <= 0 {
-		wire = 1
-	}
-	f.pending = append(f.pending, float64(elems*int64(s.p.ElemSize))*wire)
+	f.pending = append(f.pending, float64(elems*int64(s.p.ElemSize)))
 	if f.act == nil {
 		s.drain(f)
 	}

@@ -78,7 +78,6 @@ type Params struct {
 	Geometry    algos.Geometry // the row's geometry for the protocol
 	StepPayload int            // payload bytes of one FIFO slot
 	ElemSize    int            // bytes per element
-	Wire        float64        // wire bytes per payload byte (LL 2, LL128 128/120); 0 means 1
 
 	Intra, Inter Class
 	// Start is the call's cost before any rank's first Op, in ns (the

@@ -512,7 +512,6 @@ func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step in
 		gamma = ag
 	}
 	tp := &timed.Params{Topo: topo, Geometry: g, StepPayload: step, ElemSize: c.ElemSize,
-		Wire:  1, // LL and LL128 frames over TCP carry their payload without lines (runtime/transport/tcp)
 		Intra: timed.Class{Alpha: intra.Alpha[p] * 1000, Beta: intra.Beta[p]},
 		Inter: timed.Class{Alpha: inter.Alpha[p]*1000 + c.LinkLatency, Beta: inter.Beta[p]},
 		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
