@@ -148,9 +148,15 @@ func TestE2EKilledRanksLeaveShmAsBefore(t *testing.T) {
 			t.Fatalf("after a minute %d of 4 ranks have pool files in their host's /dev/shm, want all", have)
 		}
 	}
-	for _, r := range []int{1, 2} {
-		if err := syscall.Kill(pids[r], syscall.SIGKILL); err != nil {
-			t.Fatalf("kill rank %d (pid %d): %v", r, pids[r], err)
+	// Stop both ranks first, then kill them: killed one after the other, rank 2
+	// could see rank 1's sockets close and end by itself (cleaning its own pools)
+	// before its SIGKILL arrives. A stopped rank keeps its sockets open and cannot
+	// exit, so each host then loses a rank that could not clean up.
+	for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+		for _, r := range []int{1, 2} {
+			if err := syscall.Kill(pids[r], sig); err != nil {
+				t.Fatalf("%v rank %d (pid %d): %v", sig, r, pids[r], err)
+			}
 		}
 	}
 	if code := j.wait(t, time.Minute); code == 0 {
