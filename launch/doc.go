@@ -48,7 +48,9 @@
 //     own job step (srun --nodes=1 --ntasks=1 --nodelist=HOST --exact), so Slurm tracks it.
 //   - Options.Stdin goes to the ranks Options.StdinTo names (rank 0 by default, as with
 //     mpirun; all; none), through a pipe per rank, at the pace of the slowest reader.
-//   - the Report: every rank's state and the first cause; ExitCode is the first failing
+//   - the Report: every rank's state and the first cause (a rank killed by a signal ccrun
+//     did not send outranks another rank's abort heard first: that abort is usually the
+//     peer noticing the death); ExitCode is the first failing
 //     rank's status (128+signal), 110 for a timeout, 130 for an interrupt, 141 for a
 //     closed output pipe, 1 otherwise.
 package launch

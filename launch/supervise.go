@@ -260,6 +260,11 @@ func (s *supervisor) handle(ev event) {
 		case c != nil && c.Kind == CauseAbort && c.Rank == ev.rank && (lostOnly(c.Err) || pmiLost(c.Err)):
 			// The root (or the PMI server) saw the connection drop first; the exit status says more.
 			c.Kind = CauseExit
+		case c != nil && c.Kind == CauseAbort && c.Rank != ev.rank && externalKill(st):
+			// Another rank's abort came first, but this rank was killed by a
+			// signal ccrun did not send (kill -9, the OOM killer): the other
+			// rank failed because its peer vanished, so this rank is the cause.
+			s.rep.Cause = &Cause{Kind: CauseExit, Rank: ev.rank, Host: st.Slot.Host}
 		default:
 			s.fail(&Cause{Kind: CauseExit, Rank: ev.rank, Host: st.Slot.Host})
 		}
@@ -284,6 +289,17 @@ func (s *supervisor) drainRoot() {
 			return
 		}
 	}
+}
+
+// externalKill reports whether the rank of st died of a signal ccrun did not send it:
+// any signal before ccrun signalled it, or SIGKILL while ccrun had sent it only SIGTERM
+// (within the grace period ccrun itself sends no SIGKILL).
+func externalKill(st *RankState) bool {
+	e := st.Exit
+	if !st.Exited || e.Err != nil || e.Signal == 0 {
+		return false
+	}
+	return st.Sent == 0 || e.Signal == syscall.SIGKILL && st.Sent != syscall.SIGKILL
 }
 
 // lostOnly reports whether err is a bootstrap "lost connection" report.
