@@ -7,6 +7,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -359,6 +360,20 @@ func (c *Comm) task(k *coll, ch int) *engine.Task {
 func (c *Comm) runColls(ks []*coll) error {
 	if len(ks) == 0 {
 		return nil
+	}
+	if !c.allSHM {
+		// A call that waits on sockets keeps its goroutine on one thread:
+		// unlocked, a receive that parks in the runtime's poller resumes
+		// on whichever thread runs its P next, and the kernel, seeing the
+		// polling move among threads, keeps placing it on the core the
+		// peer polls on (wake-affine). Locked, each rank is one steady
+		// polling thread. Measured, 2 ranks over TCP loopback on 2 cores,
+		// 6 interleaved runs of cc-perf all_reduce -n 10000: 8 B median
+		// 21.7 us unlocked, 14.5 us locked, and rank 0's context switches
+		// 0.6 per call unlocked, 0.08 locked. Shared-memory-only calls
+		// never park in the poller and skip the lock.
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
 	}
 	nc := 0
 	for _, k := range ks {
