@@ -158,7 +158,14 @@ func Default() *Consts {
 	// gamma 0.83 x the ring's small-call time, efficiency from 4 KiB.
 	// shm-busy, 4 ranks on 2 cores: 7.5-12.4 µs at 8-512 B (ring 19-26 µs),
 	// 32 µs at 32 KiB (ring 50), 253 µs at 256 KiB (ring 155-186).
-	c.Class[SHM].AlgoGamma[algos.OneShot], c.Class[SHM].Eff[algos.OneShot] = 0.42, 0.7
+	// Re-measured after the one-shot path got cheaper (2026-11-27 evening,
+	// quiet machine, cc-perf tune --check -n 10 --reps 3 and interleaved
+	// cc-perf runs, 2 ranks): OneShot 0.5x the ring's time at 2 KiB, 0.8x
+	// at 8 KiB, 1.0x at 32-128 KiB for all-reduce and all-gather; its
+	// per-call cost is 0.4x the ring's. Gamma 0.2 and efficiency 0.95 put
+	// the crossover at ~20 KiB for those two (it was ~1 KiB, where the
+	// ring then cost up to 1.7x); large sizes still go to the ring.
+	c.Class[SHM].AlgoGamma[algos.OneShot], c.Class[SHM].Eff[algos.OneShot] = 0.2, 0.95
 	c.Class[SHMBusy].AlgoGamma[algos.OneShot], c.Class[SHMBusy].Eff[algos.OneShot] = 6, 1.3
 	return c
 }

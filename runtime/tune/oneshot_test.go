@@ -59,7 +59,7 @@ func TestOneShotModel(t *testing.T) {
 
 // TestDefaultPicksOneShot: with the built-in constants the tuner picks
 // OneShot where it measured faster (small all-reduces on one host: up to
-// 512 B with 2 ranks on idle cores, up to 32 KiB with 4 ranks on 2 cores)
+// 8 KiB with 2 ranks on idle cores, up to 32 KiB with 4 ranks on 2 cores)
 // and the ring where OneShot measured slower.
 func TestDefaultPicksOneShot(t *testing.T) {
 	for _, c := range []struct {
@@ -68,7 +68,7 @@ func TestDefaultPicksOneShot(t *testing.T) {
 		bytes int64
 		want  bool
 	}{
-		{2, false, 8, true}, {2, false, 512, true}, {2, false, 4096, false}, {2, false, 2 << 20, false},
+		{2, false, 8, true}, {2, false, 512, true}, {2, false, 8192, true}, {2, false, 128 << 10, false}, {2, false, 2 << 20, false},
 		{4, true, 8, true}, {4, true, 32 << 10, true}, {4, true, 256 << 10, false},
 	} {
 		topo := algos.BlockTopo(1, c.n)
