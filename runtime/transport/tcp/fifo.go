@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -402,13 +400,8 @@ type RecvConn struct {
 	inline bool
 	spin   time.Duration
 	rmu    sync.Mutex // held by whoever reads a frame from the socket
-	rc     syscall.RawConn
-	want   uint64 // seq of the next frame on the socket (inline), guarded by rmu
-	// The drainer waits for data on a duplicate of the socket's
-	// descriptor: waiting on the socket itself would hold its read lock and
-	// make Wait's reads wait for the drainer to wake up.
-	dup   *os.File
-	dupRC syscall.RawConn
+	raw    *rawSock   // the socket, out of the runtime's poller (inline)
+	want   uint64     // seq of the next frame on the socket (inline), guarded by rmu
 
 	// The state of one raw read, for readFn and peekFn (method values made
 	// once, so that a read allocates nothing); guarded by rmu, and peek by
@@ -453,29 +446,15 @@ func newRecvConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer string
 	return c
 }
 
-// setInline prepares sock for inline reading: its raw descriptor, and a
-// duplicate the drainer waits on. It reports false if the socket offers
-// neither (not a TCP socket: tests), and the reader goroutines are used.
+// setInline prepares sock for inline reading: it takes the socket out of
+// the runtime's poller (rawSock). It reports false if sock is not a socket
+// (tests), and the reader goroutines are used.
 func (c *RecvConn) setInline(sock net.Conn) bool {
-	sc, ok := sock.(syscall.Conn)
+	raw, ok := takeRaw(sock)
 	if !ok {
 		return false
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	dupfd := -1
-	if err := rc.Control(func(fd uintptr) { dupfd, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || dupfd < 0 {
-		return false
-	}
-	f := os.NewFile(uintptr(dupfd), "tcp-drain") // non-blocking like the socket: the runtime polls it
-	drc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return false
-	}
-	c.rc, c.dup, c.dupRC = rc, f, drc
+	c.raw = raw
 	c.readFn, c.peekFn = c.readRaw, c.peekRaw
 	return true
 }
@@ -614,7 +593,7 @@ func (c *RecvConn) drainer() {
 			}
 			continue
 		}
-		err := c.dupRC.Read(c.peekFn)
+		err := c.raw.Read(c.peekFn)
 		if err == nil && c.perr != nil {
 			err = c.perr
 		}
@@ -830,7 +809,7 @@ func (c *RecvConn) readSockArmed(a, b []byte, got, want int, spin, probe bool) (
 	for got < want {
 		c.rnvec = c.rvec.set(a, b, got)
 		c.rprobe, c.ragain = probe && got == first, false
-		err := c.rc.Read(c.readFn)
+		err := c.raw.Read(c.readFn)
 		switch {
 		case err != nil:
 			return got, err
@@ -1091,8 +1070,7 @@ func (c *RecvConn) Fail(err error) {
 	c.r.fail(err)
 	c.quitOnce.Do(func() { close(c.quit) })
 	if c.inline {
-		c.socks[0].SetReadDeadline(time.Now())
-		c.dup.SetReadDeadline(time.Now())
+		c.raw.Fail()
 	}
 }
 
@@ -1113,8 +1091,8 @@ func (c *RecvConn) Close() error {
 		for _, s := range c.socks {
 			s.Close()
 		}
-		if c.dup != nil {
-			c.dup.Close()
+		if c.raw != nil {
+			c.raw.Close()
 		}
 		c.wg.Wait()
 	})
