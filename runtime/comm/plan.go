@@ -363,7 +363,7 @@ func (c *Comm) runColls(ks []*coll) error {
 	}
 	if !c.allSHM {
 		// A call that waits on sockets keeps its goroutine on one thread:
-		// unlocked, a receive that parks in the runtime's poller resumes
+		// unlocked, a receive that parks in a wait resumes
 		// on whichever thread runs its P next, and the kernel, seeing the
 		// polling move among threads, keeps placing it on the core the
 		// peer polls on (wake-affine). Locked, each rank is one steady

@@ -173,7 +173,7 @@ var knobs = append([]knob{
 			return nil
 		},
 	},
-	intKnob("CC_TCP_SPIN_US", "50", 0, 100000, "microseconds an LL/LL128 receive over TCP polls its socket before it blocks in the runtime's poller (connections of one socket); none when the machine's ranks outnumber its cores",
+	intKnob("CC_TCP_SPIN_US", "50", 0, 100000, "microseconds an LL/LL128 receive over TCP polls its socket before it blocks (connections of one socket); none when the machine's ranks outnumber its cores",
 		func(p *Params, n int) { p.TCPSpin = time.Duration(n) * time.Microsecond }),
 	intKnob("CC_SHM_SPIN_US", "1000", 0, 100000, "microseconds a shared-memory wait polls before sleeping on a futex; with more ranks on the host than cores it yields the core between polls instead, for 2 ms",
 		func(p *Params, n int) { p.SHMSpin = time.Duration(n) * time.Microsecond }),

@@ -9,7 +9,7 @@ import "sync"
 // this rank waits on something else: two ranks that both write more than
 // their sockets hold, or a rank blocked sending to a third. NCCL's proxy
 // thread drains every receive into its FIFO for the same reason. But a
-// drainer waiting in the runtime's poller is woken by every frame that
+// drainer waiting on its socket is woken by every frame that
 // arrives, also those the engine reads itself a moment later in Wait:
 // each small message then pays a goroutine wake-up, a thread wake-up on
 // another core and a contended lock (strace of 1,000 all-gathers of 512 B:

@@ -780,8 +780,8 @@ func (c *RecvConn) readInto(nsteps int, dst []byte) (done bool, err error) {
 
 // readSock reads len(b) bytes from an inline connection's socket. With
 // spin it first polls for c.spin; with probe it returns 0 bytes at once if
-// nothing is there yet. Otherwise it blocks (the runtime's poller) until
-// b is full, the socket fails or its read deadline passes (Fail).
+// nothing is there yet. Otherwise it blocks (rawSock's ppoll) until
+// b is full or the socket fails (Fail, Close).
 func (c *RecvConn) readSock(b []byte, spin, probe bool) (int, error) {
 	return c.readSock2(b, nil, 0, len(b), spin, probe)
 }
