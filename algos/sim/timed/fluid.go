@@ -1,7 +1,6 @@
 package timed
 
 import (
-	"container/heap"
 	"math"
 )
 
@@ -43,16 +42,6 @@ type activity struct {
 	queued    bool // a completion at its current rate is on the timeline
 	done      func(s *Sim)
 }
-
-// completion is when an activity finishes at its current rate.
-type completion struct {
-	t       float64
-	seq     int64
-	a       *activity
-	version int
-}
-
-func (c completion) at() (float64, int64) { return c.t, c.seq }
 
 // settle brings a's remaining work up to now.
 func (s *Sim) settle(a *activity) {
@@ -164,7 +153,7 @@ func (s *Sim) component(seed *activity) {
 		a.queued = a.rate > 0
 		if a.queued {
 			s.seq++
-			heap.Push(&s.done, completion{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, a: a, version: a.version})
+			s.done.push(event{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, act: a, a: a.version})
 		}
 	}
 }

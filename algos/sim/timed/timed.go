@@ -40,7 +40,6 @@
 package timed
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"strings"
@@ -172,12 +171,16 @@ type actor struct {
 	end            float64
 }
 
+// event is something that happens at a time: an arrival, a credit or a
+// start on the event timeline, or an activity's completion (act at
+// version) on the completion timeline.
 type event struct {
 	t    float64
 	seq  int64
-	kind int
 	c    *conn
-	a    int
+	act  *activity
+	a    int // actor index, or the activity's version
+	kind int
 }
 
 const (
@@ -186,25 +189,51 @@ const (
 	evCredit
 )
 
-func (e event) at() (float64, int64) { return e.t, e.seq }
-
 // timeline is a heap of things that happen at a time, in the order they
-// were scheduled at equal times.
-type timeline[T interface{ at() (float64, int64) }] []T
+// were scheduled at equal times. Every (t, seq) is unique, so the order
+// of pops does not depend on how the heap is kept.
+type timeline []event
 
-func (h timeline[T]) Len() int { return len(h) }
-func (h timeline[T]) Less(i, j int) bool {
-	ti, si := h[i].at()
-	tj, sj := h[j].at()
-	return ti < tj || (ti == tj && si < sj)
+func (e *event) before(o *event) bool { return e.t < o.t || (e.t == o.t && e.seq < o.seq) }
+
+func (h *timeline) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	i := len(q) - 1
+	for i > 0 {
+		up := (i - 1) / 2
+		if !q[i].before(&q[up]) {
+			break
+		}
+		q[i], q[up] = q[up], q[i]
+		i = up
+	}
 }
-func (h timeline[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timeline[T]) Push(x any)   { *h = append(*h, x.(T)) }
-func (h *timeline[T]) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+func (h *timeline) pop() event {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = event{}
+	q = q[:last]
+	*h = q
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= last {
+			break
+		}
+		m := l
+		if r := l + 1; r < last && q[r].before(&q[l]) {
+			m = r
+		}
+		if !q[m].before(&q[i]) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	return top
 }
 
 // Sim is the state of one Run.
@@ -212,12 +241,12 @@ type Sim struct {
 	p       *Params
 	now     float64
 	seq     int64
-	heap    timeline[event]
+	heap    timeline
 	actors  []actor
 	conns   []*conn
 	res     []resource
-	names   []string // of each resource
-	done    timeline[completion]
+	names   []string    // of each resource
+	done    timeline    // completions
 	touched []*activity // activities whose component needs a new solve
 	stamp   int
 	work    []int
@@ -268,7 +297,7 @@ func check(p *Params) error {
 
 func (s *Sim) at(t float64, kind int, c *conn, a int) {
 	s.seq++
-	heap.Push(&s.heap, event{t: t, seq: s.seq, kind: kind, c: c, a: a})
+	s.heap.push(event{t: t, seq: s.seq, kind: kind, c: c, a: a})
 }
 
 func (s *Sim) addResource(name string, capacity float64) int {
@@ -289,15 +318,15 @@ func (s *Sim) loop() error {
 			}
 			s.resolve()
 		}
-		for len(s.done) > 0 && s.done[0].version != s.done[0].a.version {
-			heap.Pop(&s.done) // stale: the rate changed since
+		for len(s.done) > 0 && s.done[0].a != s.done[0].act.version {
+			s.done.pop() // stale: the rate changed since
 		}
 		switch {
 		case len(s.done) > 0 && (len(s.heap) == 0 || s.done[0].t < s.heap[0].t):
-			c := heap.Pop(&s.done).(completion)
+			c := s.done.pop()
 			s.now = max(s.now, c.t)
 			s.nev++
-			s.finish(c.a)
+			s.finish(c.act)
 			continue
 		case len(s.heap) == 0:
 			for i := range s.res {
@@ -305,7 +334,7 @@ func (s *Sim) loop() error {
 			}
 			return s.deadlock()
 		}
-		e := heap.Pop(&s.heap).(event)
+		e := s.heap.pop()
 		s.now = max(s.now, e.t)
 		s.nev++
 		switch e.kind {
