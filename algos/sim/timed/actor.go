@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/seed-760dd1f1/cc/algos"
-	"github.com/seed-760dd1f1/cc/algos/sim"
 )
 
 // try starts actor i's next slice if it can.
@@ -31,13 +30,8 @@ func (s *Sim) try(i int) {
 	if a.slice == 0 {
 		a.step = algos.SliceElems(s.p.Geometry, s.p.StepPayload, o.Count, s.p.ElemSize)
 		a.nslices = (o.Count + a.step - 1) / a.step
-		a.recv, a.send = a.recv[:0], a.send[:0]
-		for _, q := range o.Recvs() {
-			a.recv = append(a.recv, s.linkOf[sim.Link{Channel: a.ch, Src: q, Dst: a.rank, Conn: o.Conn}])
-		}
-		for _, q := range o.Sends() {
-			a.send = append(a.send, s.linkOf[sim.Link{Channel: a.ch, Src: a.rank, Dst: q, Conn: o.Conn}])
-		}
+		at := a.at[2*a.op:]
+		a.recv, a.send = a.conns[at[0]:at[1]:at[1]], a.conns[at[1]:at[2]:at[2]]
 	}
 	for _, c := range a.recv {
 		if c.arrived == 0 {
@@ -64,15 +58,11 @@ func (s *Sim) try(i int) {
 	}
 	work := s.cpuWork(a, o, elems)
 	a.cpu += work
-	act := &activity{remaining: work, cap: 1, done: func(s *Sim) { s.stageDone(i, elems) }}
-	if s.pool[a.host] >= 0 {
-		act.res = []int{s.pool[a.host]}
-	}
 	if work <= 0 {
 		s.stageDone(i, elems)
 		return
 	}
-	s.start(act)
+	s.start(&activity{remaining: work, cap: 1, res: s.poolRes[a.host], actor: i, elems: elems})
 }
 
 // cpuWork is the ns a slice's CPU stage takes on a free core: bytes times
@@ -156,18 +146,21 @@ func (s *Sim) enqueue(f *flow, elems int64) {
 
 // drain starts the transfer of f's oldest pending slice.
 func (s *Sim) drain(f *flow) {
-	f.act = &activity{remaining: f.pending[0], cap: f.cap, res: f.res, done: func(s *Sim) {
-		f.pending = f.pending[1:]
-		f.act = nil
-		f.drained++
-		if f.produced >= f.drained {
-			s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
-		}
-		if len(f.pending) > 0 {
-			s.drain(f)
-		}
-	}}
+	f.act = &activity{remaining: f.pending[0], cap: f.cap, res: f.res, flow: f}
 	s.start(f.act)
+}
+
+// drained ends the transfer of f's oldest pending slice.
+func (s *Sim) drained(f *flow) {
+	f.pending = f.pending[1:]
+	f.act = nil
+	f.drained++
+	if f.produced >= f.drained {
+		s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
+	}
+	if len(f.pending) > 0 {
+		s.drain(f)
+	}
 }
 
 // instant reports whether f is unlimited: its slices take no time.

@@ -33,6 +33,12 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 			s.pool[h] = -1
 		}
 	}
+	s.poolRes = make([][]int, len(s.pool))
+	for h, r := range s.pool {
+		if r >= 0 {
+			s.poolRes[h] = []int{r}
+		}
+	}
 	producer := map[sim.Link]int{}
 	consumer := map[sim.Link]int{}
 	for c, scheds := range channels {
@@ -87,8 +93,27 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 		}
 	}
 	s.wire(byLink)
-	// Every actor gets its connections per Op when it starts the Op.
-	s.linkOf = byLink
+	// Every actor's Ops name their connections once, here, not at every
+	// Op the clock starts.
+	for i := range s.actors {
+		a := &s.actors[i]
+		a.at = make([]int32, 2*len(a.ops)+1)
+		for j := range a.ops {
+			o := &a.ops[j]
+			if o.Count > 0 {
+				for _, q := range o.Recvs() {
+					a.conns = append(a.conns, byLink[sim.Link{Channel: a.ch, Src: q, Dst: a.rank, Conn: o.Conn}])
+				}
+			}
+			a.at[2*j+1] = int32(len(a.conns))
+			if o.Count > 0 {
+				for _, q := range o.Sends() {
+					a.conns = append(a.conns, byLink[sim.Link{Channel: a.ch, Src: a.rank, Dst: q, Conn: o.Conn}])
+				}
+			}
+			a.at[2*j+2] = int32(len(a.conns))
+		}
+	}
 	return nil
 }
 

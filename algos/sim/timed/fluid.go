@@ -40,7 +40,20 @@ type activity struct {
 	frozen    bool
 	finished  bool
 	queued    bool // a completion at its current rate is on the timeline
-	done      func(s *Sim)
+	// What ends when it completes: the transfer of flow's oldest slice,
+	// or else actor's CPU stage of a slice of elems elements.
+	flow  *flow
+	actor int
+	elems int64
+}
+
+// done is what happens when a completes.
+func (a *activity) done(s *Sim) {
+	if a.flow != nil {
+		s.drained(a.flow)
+		return
+	}
+	s.stageDone(a.actor, a.elems)
 }
 
 // settle brings a's remaining work up to now.
@@ -108,8 +121,8 @@ func (s *Sim) resolve() {
 
 // component solves the activities connected to seed through resources.
 func (s *Sim) component(seed *activity) {
-	acts := []*activity{seed}
-	var res []int
+	acts := append(s.acts[:0], seed)
+	res := s.comp[:0]
 	seed.mark = s.stamp
 	for i := 0; i < len(acts); i++ {
 		for _, ri := range acts[i].res {
@@ -133,10 +146,11 @@ func (s *Sim) component(seed *activity) {
 	for _, ri := range res {
 		s.settleRes(&s.res[ri])
 	}
-	old := make([]float64, len(acts))
-	for i, a := range acts {
-		old[i] = a.rate
+	old := s.old[:0]
+	for _, a := range acts {
+		old = append(old, a.rate)
 	}
+	s.acts, s.comp, s.old = acts, res, old
 	solve(s.res, res, acts)
 	for _, ri := range res {
 		r := &s.res[ri]

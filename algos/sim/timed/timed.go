@@ -163,12 +163,16 @@ type actor struct {
 	done           int   // Ops completed
 	slice, nslices int64
 	step           int64
-	recv, send     []*conn
-	started        bool // its call has started (Start and its late start have passed)
-	busy           bool
-	finished       bool
-	cpu            float64 // ns spent in CPU stages
-	end            float64
+	recv, send     []*conn // the connections of Op op
+	// conns holds every Op's receive then send connections; Op j's are
+	// conns[at[2j]:at[2j+1]] and conns[at[2j+1]:at[2j+2]].
+	conns    []*conn
+	at       []int32
+	started  bool // its call has started (Start and its late start have passed)
+	busy     bool
+	finished bool
+	cpu      float64 // ns spent in CPU stages
+	end      float64
 }
 
 // event is something that happens at a time: an arrival, a credit or a
@@ -250,9 +254,13 @@ type Sim struct {
 	touched []*activity // activities whose component needs a new solve
 	stamp   int
 	work    []int
-	pool    []int // resource of each host's core pool, or -1
+	pool    []int   // resource of each host's core pool, or -1
+	poolRes [][]int // the resources of a CPU stage on each host
 	nev     int64
-	linkOf  map[sim.Link]*conn
+	// component's scratch
+	acts []*activity
+	comp []int
+	old  []float64
 }
 
 // Run replays channels[c][r], rank r's schedule on channel c, for every
