@@ -21,13 +21,20 @@ func (s *Sim) try(i int) {
 		a.finished, a.end = true, s.now
 		return
 	}
-	for _, w := range a.waits {
-		if w.At == a.op && s.actors[a.siblings[w.Lane]].done < w.Done {
+	for a.wait < len(a.waits) && a.waits[a.wait].At < a.op {
+		a.wait++ // waits are sorted by Op (Schedule.CheckLanes)
+	}
+	for _, w := range a.waits[a.wait:] {
+		if w.At != a.op {
+			break
+		}
+		if s.actors[a.siblings[w.Lane]].done < w.Done {
 			return
 		}
 	}
 	o := &a.ops[a.op]
-	if a.slice == 0 {
+	if a.slice == 0 && a.opened != a.op {
+		a.opened = a.op
 		a.step = algos.SliceElems(s.p.Geometry, s.p.StepPayload, o.Count, s.p.ElemSize)
 		a.nslices = (o.Count + a.step - 1) / a.step
 		at := a.at[2*a.op:]

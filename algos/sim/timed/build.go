@@ -60,7 +60,7 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 			}
 			for l, lane := range sched.Lanes {
 				me := len(s.actors)
-				s.actors = append(s.actors, actor{ch: c, rank: r, lane: l, host: host, ops: lane.Ops, waits: lane.Waits, siblings: sib})
+				s.actors = append(s.actors, actor{opened: -1, ch: c, rank: r, lane: l, host: host, ops: lane.Ops, waits: lane.Waits, siblings: sib})
 				for i := range lane.Ops {
 					o := &lane.Ops[i]
 					if o.Count == 0 {
@@ -125,6 +125,13 @@ func (s *Sim) wire(byLink map[sim.Link]*conn) {
 		s.conns = append(s.conns, c)
 	}
 	sortConns(s.conns)
+	// One block of connections in their order, for the cache.
+	block := make([]conn, len(s.conns))
+	for i, c := range s.conns {
+		block[i] = *c
+		s.conns[i] = &block[i]
+		byLink[c.link] = &block[i]
+	}
 	nh := topo.NHosts()
 	up, down := make([]int, nh), make([]int, nh)
 	for h := range nh {

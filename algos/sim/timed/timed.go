@@ -154,25 +154,31 @@ type flow struct {
 }
 
 type actor struct {
-	ch, rank, lane int
-	host           int
-	ops            []algos.Op
-	waits          []algos.Wait
-	siblings       []int // actor index of each lane of the rank and channel
-	op             int   // next Op
-	done           int   // Ops completed
-	slice, nslices int64
-	step           int64
-	recv, send     []*conn // the connections of Op op
-	// conns holds every Op's receive then send connections; Op j's are
-	// conns[at[2j]:at[2j+1]] and conns[at[2j+1]:at[2j+2]].
-	conns    []*conn
-	at       []int32
+	// What try reads at every wake-up comes first, to share cache lines.
 	started  bool // its call has started (Start and its late start have passed)
 	busy     bool
 	finished bool
-	cpu      float64 // ns spent in CPU stages
-	end      float64
+	op       int // next Op
+	slice    int64
+	opened   int // the Op recv, send, step and nslices are of (-1: none)
+	ops      []algos.Op
+	recv     []*conn // the connections of Op op
+	send     []*conn
+	nslices  int64
+	step     int64
+	wait     int // first of waits not before Op op
+	waits    []algos.Wait
+	siblings []int // actor index of each lane of the rank and channel
+	done     int   // Ops completed
+	host     int
+
+	ch, rank, lane int
+	// conns holds every Op's receive then send connections; Op j's are
+	// conns[at[2j]:at[2j+1]] and conns[at[2j+1]:at[2j+2]].
+	conns []*conn
+	at    []int32
+	cpu   float64 // ns spent in CPU stages
+	end   float64
 }
 
 // event is something that happens at a time: an arrival, a credit or a
