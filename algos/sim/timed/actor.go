@@ -106,7 +106,7 @@ func (s *Sim) cpuWork(a *actor, o *algos.Op, elems int64) float64 {
 func (s *Sim) stageDone(i int, elems int64) {
 	a := &s.actors[i]
 	for _, c := range a.recv {
-		s.at(s.now+s.alpha(c), evCredit, c, 0)
+		s.hop(evCredit, c)
 	}
 	for _, c := range a.send {
 		c.traffic.Slices++
@@ -117,11 +117,11 @@ func (s *Sim) stageDone(i int, elems int64) {
 		if f := c.flow; f != nil && !f.instant() {
 			f.produced++
 			if f.drained >= f.produced {
-				s.at(s.now+s.alpha(c), evArrive, c, 0)
+				s.hop(evArrive, c)
 			}
 			continue
 		}
-		s.at(s.now+s.alpha(c), evArrive, c, 0)
+		s.hop(evArrive, c)
 	}
 	a.busy = false
 	a.slice++
@@ -134,11 +134,17 @@ func (s *Sim) stageDone(i int, elems int64) {
 	s.work = append(s.work, i)
 }
 
-func (s *Sim) alpha(c *conn) float64 {
+// hop schedules an arrival or a credit on c one alpha of its class from
+// now. The clock never goes back and alpha is the class's for the whole
+// Run, so each class's hops are scheduled in the order they happen: a
+// queue per class keeps them, no heap.
+func (s *Sim) hop(kind int, c *conn) {
+	q, alpha := &s.hops[0], s.p.Intra.Alpha
 	if c.inter {
-		return s.p.Inter.Alpha
+		q, alpha = &s.hops[1], s.p.Inter.Alpha
 	}
-	return s.p.Intra.Alpha
+	s.seq++
+	q.push(event{t: s.now + alpha, seq: s.seq, kind: kind, c: c})
 }
 
 // enqueue queues a slice's bytes on the flow f as its sender's CPU
@@ -163,7 +169,7 @@ func (s *Sim) drained(f *flow) {
 	f.act = nil
 	f.drained++
 	if f.produced >= f.drained {
-		s.at(s.now+s.alpha(f.c), evArrive, f.c, 0)
+		s.hop(evArrive, f.c)
 	}
 	if len(f.pending) > 0 {
 		s.drain(f)

@@ -251,7 +251,8 @@ type Sim struct {
 	p       *Params
 	now     float64
 	seq     int64
-	heap    timeline
+	heap    timeline // starts
+	hops    [2]fifo  // arrivals and credits between ranks of a host, between hosts
 	actors  []actor
 	conns   []*conn
 	res     []resource
@@ -314,6 +315,60 @@ func (s *Sim) at(t float64, kind int, c *conn, a int) {
 	s.heap.push(event{t: t, seq: s.seq, kind: kind, c: c, a: a})
 }
 
+// fifo is a queue of events scheduled in the order they happen.
+type fifo struct {
+	q    []event
+	head int
+}
+
+func (f *fifo) push(e event) {
+	if f.head > 0 && f.head == len(f.q) {
+		f.q, f.head = f.q[:0], 0
+	} else if f.head >= 4096 && 2*f.head >= len(f.q) {
+		f.q = f.q[:copy(f.q, f.q[f.head:])]
+		f.head = 0
+	}
+	f.q = append(f.q, e)
+}
+
+// first is the queue's next event, or nil.
+func (f *fifo) first() *event {
+	if f.head == len(f.q) {
+		return nil
+	}
+	return &f.q[f.head]
+}
+
+func (f *fifo) pop() event {
+	e := f.q[f.head]
+	f.q[f.head] = event{}
+	f.head++
+	return e
+}
+
+// next is the earliest scheduled event, from the heap (src -1) or the
+// hop queue src; nil when none is left.
+func (s *Sim) next() (e *event, src int) {
+	src = -1
+	if len(s.heap) > 0 {
+		e = &s.heap[0]
+	}
+	for i := range s.hops {
+		if h := s.hops[i].first(); h != nil && (e == nil || h.before(e)) {
+			e, src = h, i
+		}
+	}
+	return e, src
+}
+
+// take removes the event next found at src.
+func (s *Sim) take(src int) event {
+	if src < 0 {
+		return s.heap.pop()
+	}
+	return s.hops[src].pop()
+}
+
 func (s *Sim) addResource(name string, capacity float64) int {
 	s.res = append(s.res, resource{capacity: capacity})
 	s.names = append(s.names, name)
@@ -335,20 +390,21 @@ func (s *Sim) loop() error {
 		for len(s.done) > 0 && s.done[0].a != s.done[0].act.version {
 			s.done.pop() // stale: the rate changed since
 		}
+		first, src := s.next()
 		switch {
-		case len(s.done) > 0 && (len(s.heap) == 0 || s.done[0].t < s.heap[0].t):
+		case len(s.done) > 0 && (first == nil || s.done[0].t < first.t):
 			c := s.done.pop()
 			s.now = max(s.now, c.t)
 			s.nev++
 			s.finish(c.act)
 			continue
-		case len(s.heap) == 0:
+		case first == nil:
 			for i := range s.res {
 				s.settleRes(&s.res[i])
 			}
 			return s.deadlock()
 		}
-		e := s.heap.pop()
+		e := s.take(src)
 		s.now = max(s.now, e.t)
 		s.nev++
 		switch e.kind {
