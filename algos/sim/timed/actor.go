@@ -12,7 +12,7 @@ func (s *Sim) try(i int) {
 	if !a.started || a.finished || a.busy {
 		return
 	}
-	for a.op < len(a.ops) && a.ops[a.op].Count == 0 && a.slice == 0 {
+	for a.slice == 0 && a.opened != a.op && a.op < len(a.ops) && a.ops[a.op].Count == 0 {
 		a.op++
 		a.done++
 		s.wakeSiblings(a)
@@ -32,13 +32,8 @@ func (s *Sim) try(i int) {
 			return
 		}
 	}
-	o := &a.ops[a.op]
 	if a.slice == 0 && a.opened != a.op {
-		a.opened = a.op
-		a.step = algos.SliceElems(s.p.Geometry, s.p.StepPayload, o.Count, s.p.ElemSize)
-		a.nslices = (o.Count + a.step - 1) / a.step
-		at := a.at[2*a.op:]
-		a.recv, a.send = a.conns[at[0]:at[1]:at[1]], a.conns[at[1]:at[2]:at[2]]
+		s.open(a)
 	}
 	for _, c := range a.recv {
 		if c.arrived == 0 {
@@ -57,13 +52,13 @@ func (s *Sim) try(i int) {
 		c.credits -= s.p.Geometry.SliceSteps
 	}
 	a.busy = true
-	elems := min(a.step, o.Count-a.slice*a.step)
+	elems := min(a.step, a.count-a.slice*a.step)
 	for _, c := range a.send {
 		if c.flow != nil && !c.flow.instant() {
 			s.enqueue(c.flow, elems)
 		}
 	}
-	work := s.cpuWork(a, o, elems)
+	work := s.cpuWork(a, elems)
 	a.cpu += work
 	if work <= 0 {
 		s.stageDone(i, elems)
@@ -72,10 +67,15 @@ func (s *Sim) try(i int) {
 	s.start(&activity{remaining: work, cap: 1, res: s.poolRes[a.host], actor: i, elems: elems})
 }
 
-// cpuWork is the ns a slice's CPU stage takes on a free core: bytes times
-// (send peers + receive peers beyond the first + direct reads) over the
-// Beta of its class, slowed by its host's factor.
-func (s *Sim) cpuWork(a *actor, o *algos.Op, elems int64) float64 {
+// open makes actor a's next Op, of at least one element, its current
+// one: its slices, its connections and what its CPU stages cost.
+func (s *Sim) open(a *actor) {
+	o := &a.ops[a.op]
+	a.opened, a.count = a.op, o.Count
+	a.step = algos.SliceElems(s.p.Geometry, s.p.StepPayload, o.Count, s.p.ElemSize)
+	a.nslices = (o.Count + a.step - 1) / a.step
+	at := a.at[2*a.op:]
+	a.recv, a.send = a.conns[at[0]:at[1]:at[1]], a.conns[at[1]:at[2]:at[2]]
 	inter := false
 	for _, c := range a.recv {
 		inter = inter || c.inter
@@ -83,18 +83,24 @@ func (s *Sim) cpuWork(a *actor, o *algos.Op, elems int64) float64 {
 	for _, c := range a.send {
 		inter = inter || c.inter
 	}
-	beta := s.p.Intra.Beta
+	a.beta = s.p.Intra.Beta
 	if inter {
-		beta = s.p.Inter.Beta
+		a.beta = s.p.Inter.Beta
 	}
-	if beta <= 0 {
+	a.copies = int64(len(a.send) + max(0, len(a.recv)-1))
+	if o.Fan != nil {
+		a.copies += int64(len(o.Fan.Direct))
+	}
+}
+
+// cpuWork is the ns a slice's CPU stage takes on a free core: bytes times
+// (send peers + receive peers beyond the first + direct reads) over the
+// Beta of its class, slowed by its host's factor.
+func (s *Sim) cpuWork(a *actor, elems int64) float64 {
+	if a.beta <= 0 {
 		return 0
 	}
-	copies := len(a.send) + max(0, len(a.recv)-1)
-	if o.Fan != nil {
-		copies += len(o.Fan.Direct)
-	}
-	w := float64(elems*int64(s.p.ElemSize)*int64(copies)) / beta
+	w := float64(elems*int64(s.p.ElemSize)*a.copies) / a.beta
 	if s.p.SlowHost != nil {
 		w *= s.p.SlowHost[a.host]
 	}

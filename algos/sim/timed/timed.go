@@ -160,7 +160,10 @@ type actor struct {
 	finished bool
 	op       int // next Op
 	slice    int64
-	opened   int // the Op recv, send, step and nslices are of (-1: none)
+	opened   int // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
+	count    int64
+	beta     float64 // of the Op's class
+	copies   int64   // bytes a CPU stage moves per byte of its slice
 	ops      []algos.Op
 	recv     []*conn // the connections of Op op
 	send     []*conn
