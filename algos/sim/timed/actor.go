@@ -21,16 +21,8 @@ func (s *Sim) try(i int) {
 		a.finished, a.end = true, s.now
 		return
 	}
-	for a.wait < len(a.waits) && a.waits[a.wait].At < a.op {
-		a.wait++ // waits are sorted by Op (Schedule.CheckLanes)
-	}
-	for _, w := range a.waits[a.wait:] {
-		if w.At != a.op {
-			break
-		}
-		if s.actors[a.siblings[w.Lane]].done < w.Done {
-			return
-		}
+	if a.waitAt <= a.op && !s.waited(a) {
+		return
 	}
 	if a.slice == 0 && a.opened != a.op {
 		s.open(a)
@@ -65,6 +57,26 @@ func (s *Sim) try(i int) {
 		return
 	}
 	s.start(&activity{remaining: work, cap: 1, res: s.poolRes[a.host], actor: i, elems: elems})
+}
+
+// waited reports whether the Waits holding actor a's Op are met.
+func (s *Sim) waited(a *actor) bool {
+	for a.wait < len(a.waits) && a.waits[a.wait].At < a.op {
+		a.wait++ // waits are sorted by Op (Schedule.CheckLanes)
+	}
+	a.waitAt = math.MaxInt
+	if a.wait < len(a.waits) {
+		a.waitAt = a.waits[a.wait].At
+	}
+	for _, w := range a.waits[a.wait:] {
+		if w.At != a.op {
+			break
+		}
+		if s.actors[a.siblings[w.Lane]].done < w.Done {
+			return false
+		}
+	}
+	return true
 }
 
 // open makes actor a's next Op, of at least one element, its current

@@ -170,6 +170,7 @@ type actor struct {
 	nslices  int64
 	step     int64
 	wait     int // first of waits not before Op op
+	waitAt   int // the Op of waits[wait] (MaxInt: none)
 	waits    []algos.Wait
 	siblings []int // actor index of each lane of the rank and channel
 	done     int   // Ops completed
