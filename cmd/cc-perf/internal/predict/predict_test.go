@@ -310,3 +310,21 @@ func BenchmarkScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScaleSweep is the scale line: cc-perf predict
+// all_reduce --hosts 512 --ranks-per-host 8 -b 8 -e 1G (every size from 8
+// bytes to 1 GiB by 2x) over ring and tree and the three protocols
+// (go test -bench ScaleSweep -run '^$' -benchtime 1x).
+func BenchmarkScaleSweep(b *testing.B) {
+	c := base()
+	c.Hosts, c.PPN, c.Sizes = 512, 8, nil
+	for s := int64(8); s <= 1<<30; s *= 2 {
+		c.Sizes = append(c.Sizes, s)
+	}
+	c.Algos = []algos.Algo{algos.Ring, algos.Tree}
+	for b.Loop() {
+		if _, err := Run(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
