@@ -35,7 +35,7 @@ type activity struct {
 	cap       float64
 	res       []int
 	rate      float64
-	version   int // bumps when the rate changes: older completions are stale
+	slot      int // 1 + its completion's index in Sim.done; 0: none
 	mark      int
 	frozen    bool
 	finished  bool
@@ -102,7 +102,6 @@ func (s *Sim) finish(a *activity) {
 		s.touched = append(s.touched, r.users...)
 	}
 	a.rate = 0
-	a.version++
 	a.done(s)
 }
 
@@ -163,11 +162,17 @@ func (s *Sim) component(seed *activity) {
 		if a.queued && a.rate == old[i] {
 			continue // same rate: its completion stands
 		}
-		a.version++
 		a.queued = a.rate > 0
-		if a.queued {
+		switch {
+		case !a.queued && a.slot > 0:
+			s.done.remove(a.slot - 1)
+		case !a.queued:
+		case a.slot > 0:
 			s.seq++
-			s.done.push(event{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, act: a, a: a.version})
+			s.done.move(a.slot-1, s.now+max(a.remaining, 0)/a.rate, s.seq)
+		default:
+			s.seq++
+			s.done.push(event{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, act: a})
 		}
 	}
 }

@@ -186,14 +186,13 @@ type actor struct {
 }
 
 // event is something that happens at a time: an arrival, a credit or a
-// start on the event timeline, or an activity's completion (act at
-// version) on the completion timeline.
+// start, or an activity's completion at its current rate.
 type event struct {
 	t    float64
 	seq  int64
 	c    *conn
 	act  *activity
-	a    int // actor index, or the activity's version
+	a    int // actor index
 	kind int
 }
 
@@ -205,49 +204,93 @@ const (
 
 // timeline is a heap of things that happen at a time, in the order they
 // were scheduled at equal times. Every (t, seq) is unique, so the order
-// of pops does not depend on how the heap is kept.
+// of pops does not depend on how the heap is kept. An activity's
+// completion knows its place (activity.slot), so that a new rate moves it
+// instead of leaving a stale one behind.
 type timeline []event
 
 func (e *event) before(o *event) bool { return e.t < o.t || (e.t == o.t && e.seq < o.seq) }
 
-func (h *timeline) push(e event) {
-	*h = append(*h, e)
-	q := *h
-	i := len(q) - 1
-	for i > 0 {
-		up := (i - 1) / 2
-		if !q[i].before(&q[up]) {
-			break
-		}
-		q[i], q[up] = q[up], q[i]
-		i = up
+func (h timeline) place(i int) {
+	if a := h[i].act; a != nil {
+		a.slot = i + 1
 	}
 }
 
-func (h *timeline) pop() event {
+func (h timeline) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h.place(i)
+	h.place(j)
+}
+
+// up moves event i towards the top while it is earlier than its parent,
+// and reports whether it moved.
+func (h timeline) up(i int) bool {
+	moved := false
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			break
+		}
+		h.swap(i, p)
+		i, moved = p, true
+	}
+	return moved
+}
+
+// down moves event i towards the bottom while a child is earlier.
+func (h timeline) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].before(&h[l]) {
+			m = r
+		}
+		if !h[m].before(&h[i]) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+func (h *timeline) push(e event) {
+	*h = append(*h, e)
+	h.place(len(*h) - 1)
+	h.up(len(*h) - 1)
+}
+
+// remove takes event i out.
+func (h *timeline) remove(i int) event {
 	q := *h
-	top := q[0]
 	last := len(q) - 1
-	q[0] = q[last]
+	if i != last {
+		q.swap(i, last)
+	}
+	e := q[last]
 	q[last] = event{}
 	q = q[:last]
 	*h = q
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= last {
-			break
-		}
-		m := l
-		if r := l + 1; r < last && q[r].before(&q[l]) {
-			m = r
-		}
-		if !q[m].before(&q[i]) {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
+	if i < last && !q.up(i) {
+		q.down(i)
 	}
-	return top
+	if e.act != nil {
+		e.act.slot = 0
+	}
+	return e
+}
+
+func (h *timeline) pop() event { return h.remove(0) }
+
+// move gives event i a new time and order.
+func (h timeline) move(i int, t float64, seq int64) {
+	h[i].t, h[i].seq = t, seq
+	if !h.up(i) {
+		h.down(i)
+	}
 }
 
 // Sim is the state of one Run.
@@ -390,9 +433,6 @@ func (s *Sim) loop() error {
 				s.try(a)
 			}
 			s.resolve()
-		}
-		for len(s.done) > 0 && s.done[0].a != s.done[0].act.version {
-			s.done.pop() // stale: the rate changed since
 		}
 		first, src := s.next()
 		switch {
