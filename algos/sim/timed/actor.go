@@ -56,7 +56,7 @@ func (s *Sim) try(i int) {
 		s.stageDone(i, elems)
 		return
 	}
-	s.start(&activity{remaining: work, cap: 1, res: s.poolRes[a.host], actor: i, elems: elems})
+	s.start(s.activity(activity{remaining: work, cap: 1, res: s.poolRes[a.host], actor: i, elems: elems}))
 }
 
 // waited reports whether the Waits holding actor a's Op are met.
@@ -177,7 +177,7 @@ func (s *Sim) enqueue(f *flow, elems int64) {
 
 // drain starts the transfer of f's oldest pending slice.
 func (s *Sim) drain(f *flow) {
-	f.act = &activity{remaining: f.pending[0], cap: f.cap, res: f.res, flow: f}
+	f.act = s.activity(activity{remaining: f.pending[0], cap: f.cap, res: f.res, flow: f})
 	s.start(f.act)
 }
 

@@ -103,6 +103,21 @@ func (s *Sim) finish(a *activity) {
 	}
 	a.rate = 0
 	a.done(s)
+	// Nothing refers to a any more: not the completions (its own was
+	// taken), not a resource, not the touched list (filled after the
+	// last solve from live users only).
+	s.free = append(s.free, a)
+}
+
+// activity returns a new activity that is v, reusing a finished one.
+func (s *Sim) activity(v activity) *activity {
+	if n := len(s.free); n > 0 {
+		a := s.free[n-1]
+		s.free = s.free[:n-1]
+		*a = v
+		return a
+	}
+	return &v
 }
 
 // resolve re-solves the components of the touched activities.

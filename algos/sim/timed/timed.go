@@ -306,6 +306,7 @@ type Sim struct {
 	names   []string    // of each resource
 	done    timeline    // completions
 	touched []*activity // activities whose component needs a new solve
+	free    []*activity // finished, to reuse
 	stamp   int
 	work    []int
 	pool    []int   // resource of each host's core pool, or -1
