@@ -21,7 +21,8 @@ func (s *Sim) try(i int) {
 		a.finished, a.end = true, s.now
 		return
 	}
-	if a.waitAt <= a.op && !s.waited(a) {
+	if a.waitAt <= a.op && (a.held || !s.waited(a)) {
+		a.held = true
 		return
 	}
 	if a.slice == 0 && a.opened != a.op {
@@ -197,6 +198,11 @@ func (s *Sim) drained(f *flow) {
 // instant reports whether f is unlimited: its slices take no time.
 func (f *flow) instant() bool { return len(f.res) == 0 && math.IsInf(f.cap, 1) }
 
+// wakeSiblings tells the lanes of a's rank and channel that a has
+// completed an Op: the only change that can release a Wait.
 func (s *Sim) wakeSiblings(a *actor) {
+	for _, b := range a.siblings {
+		s.actors[b].held = false
+	}
 	s.work = append(s.work, a.siblings...)
 }

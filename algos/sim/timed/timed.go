@@ -158,6 +158,9 @@ type actor struct {
 	started  bool // its call has started (Start and its late start have passed)
 	busy     bool
 	finished bool
+	// held says a Wait held Op op at the last try and no lane of the
+	// rank and channel has completed an Op since: it still holds.
+	held     bool
 	op       int // next Op
 	slice    int64
 	opened   int // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
