@@ -160,31 +160,31 @@ type actor struct {
 	finished bool
 	// held says a Wait held Op op at the last try and no lane of the
 	// rank and channel has completed an Op since: it still holds.
-	held     bool
-	op       int // next Op
-	slice    int64
-	opened   int // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
-	count    int64
-	beta     float64 // of the Op's class
-	copies   int64   // bytes a CPU stage moves per byte of its slice
-	ops      []algos.Op
-	recv     []*conn // the connections of Op op
-	send     []*conn
-	nslices  int64
-	step     int64
-	wait     int // first of waits not before Op op
-	waitAt   int // the Op of waits[wait] (MaxInt: none)
-	waits    []algos.Wait
-	siblings []int // actor index of each lane of the rank and channel
-	done     int   // Ops completed
-	host     int
+	held    bool
+	op      int // next Op
+	slice   int64
+	opened  int // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
+	waitAt  int // the Op of waits[wait] (MaxInt: none)
+	count   int64
+	step    int64
+	nslices int64
+	ops     []algos.Op
+	recv    []*conn // the connections of Op op
+	send    []*conn
+	beta    float64 // of the Op's class
+	copies  int64   // bytes a CPU stage moves per byte of its slice
+	host    int
+	done    int     // Ops completed
+	cpu     float64 // ns spent in CPU stages
 
+	wait           int // first of waits not before Op op
+	waits          []algos.Wait
+	siblings       []int // actor index of each lane of the rank and channel
 	ch, rank, lane int
 	// conns holds every Op's receive then send connections; Op j's are
 	// conns[at[2j]:at[2j+1]] and conns[at[2j+1]:at[2j+2]].
 	conns []*conn
 	at    []int32
-	cpu   float64 // ns spent in CPU stages
 	end   float64
 }
 
