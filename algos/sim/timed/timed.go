@@ -127,14 +127,15 @@ type Result struct {
 
 // conn is one FIFO connection.
 type conn struct {
-	link          sim.Link
+	// What the clock reads at every slice comes first.
+	arrived       int // slices arrived and not yet taken
+	credits       int // free slots as the producer sees them
 	producer      int // actor index
 	consumer      int
-	credits       int // free slots as the producer sees them
-	arrived       int // slices arrived and not yet taken
 	inter         bool
 	flow          *flow
 	traffic       Traffic
+	link          sim.Link
 	srcHost, dstH int
 }
 
