@@ -33,8 +33,29 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 			s.pool[h] = -1
 		}
 	}
-	producer := map[sim.Link]int{}
-	consumer := map[sim.Link]int{}
+	s.poolRes = make([][]int, len(s.pool))
+	for h, r := range s.pool {
+		if r >= 0 {
+			s.poolRes[h] = []int{r}
+		}
+	}
+	// Every connection gets an id at its first sight, and every actor's
+	// Ops the ids of their connections, once, here, not at every Op the
+	// clock starts.
+	ids := map[sim.Link]int32{}
+	var links []sim.Link
+	var producer, consumer []int
+	id := func(l sim.Link) int32 {
+		i, ok := ids[l]
+		if !ok {
+			i = int32(len(links))
+			ids[l] = i
+			links = append(links, l)
+			producer, consumer = append(producer, -1), append(consumer, -1)
+		}
+		return i
+	}
+	var idsOf [][]int32 // of each actor, as actor.conns will hold them
 	for c, scheds := range channels {
 		if len(scheds) != n {
 			return fmt.Errorf("channel %d: %d schedules for %d ranks: need one per rank", c, len(scheds), n)
@@ -54,52 +75,70 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 			}
 			for l, lane := range sched.Lanes {
 				me := len(s.actors)
-				s.actors = append(s.actors, actor{ch: c, rank: r, lane: l, host: host, ops: lane.Ops, waits: lane.Waits, siblings: sib})
+				at := make([]int32, 2*len(lane.Ops)+1)
+				var mine []int32
 				for i := range lane.Ops {
 					o := &lane.Ops[i]
-					if o.Count == 0 {
-						continue
+					if o.Count > 0 {
+						if err := checkPeers(o, n); err != nil {
+							return fmt.Errorf("channel %d rank %d lane %d op %d (%v): %w", c, r, l, i, *o, err)
+						}
+						for _, q := range o.Recvs() {
+							k := id(sim.Link{Channel: c, Src: q, Dst: r, Conn: o.Conn})
+							consumer[k] = me
+							mine = append(mine, k)
+						}
 					}
-					if err := checkPeers(o, n); err != nil {
-						return fmt.Errorf("channel %d rank %d lane %d op %d (%v): %w", c, r, l, i, *o, err)
+					at[2*i+1] = int32(len(mine))
+					if o.Count > 0 {
+						for _, q := range o.Sends() {
+							k := id(sim.Link{Channel: c, Src: r, Dst: q, Conn: o.Conn})
+							producer[k] = me
+							mine = append(mine, k)
+						}
 					}
-					for _, q := range o.Sends() {
-						producer[sim.Link{Channel: c, Src: r, Dst: q, Conn: o.Conn}] = me
-					}
-					for _, q := range o.Recvs() {
-						consumer[sim.Link{Channel: c, Src: q, Dst: r, Conn: o.Conn}] = me
-					}
+					at[2*i+2] = int32(len(mine))
 				}
+				s.actors = append(s.actors, actor{opened: -1, ch: c, rank: r, lane: l, host: host, ops: lane.Ops, waits: lane.Waits, siblings: sib, at: at})
+				idsOf = append(idsOf, mine)
 			}
 		}
 	}
-	byLink := map[sim.Link]*conn{}
-	for l, pr := range producer {
-		co, ok := consumer[l]
-		if !ok {
-			return fmt.Errorf("channel %d: rank %d sends to rank %d on connection %d, which never receives from it", l.Channel, l.Src, l.Dst, l.Conn)
-		}
-		byLink[l] = &conn{link: l, producer: pr, consumer: co, credits: protocols.NSteps}
+	// The connections in one block, sorted (for a deterministic order and
+	// for the cache).
+	order := make([]int32, len(links))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	for l := range consumer {
-		if _, ok := producer[l]; !ok {
+	slices.SortFunc(order, func(i, j int32) int { return compareLinks(links[i], links[j]) })
+	block := make([]conn, len(links))
+	where := make([]*conn, len(links))
+	s.conns = make([]*conn, len(links))
+	for i, k := range order {
+		l := links[k]
+		switch {
+		case consumer[k] < 0:
+			return fmt.Errorf("channel %d: rank %d sends to rank %d on connection %d, which never receives from it", l.Channel, l.Src, l.Dst, l.Conn)
+		case producer[k] < 0:
 			return fmt.Errorf("channel %d: rank %d receives from rank %d on connection %d, which never sends to it", l.Channel, l.Dst, l.Src, l.Conn)
 		}
+		block[i] = conn{link: l, producer: producer[k], consumer: consumer[k], credits: protocols.NSteps}
+		where[k], s.conns[i] = &block[i], &block[i]
 	}
-	s.wire(byLink)
-	// Every actor gets its connections per Op when it starts the Op.
-	s.linkOf = byLink
+	for i, mine := range idsOf {
+		a := &s.actors[i]
+		a.conns = make([]*conn, len(mine))
+		for j, k := range mine {
+			a.conns[j] = where[k]
+		}
+	}
+	s.wire()
 	return nil
 }
 
-// wire sorts the connections (for a deterministic order), marks those
-// between hosts and gives them their flows and resources.
-func (s *Sim) wire(byLink map[sim.Link]*conn) {
+// wire marks the connections between hosts and gives them their flows and resources.
+func (s *Sim) wire() {
 	p, topo := s.p, s.p.Topo
-	for _, c := range byLink {
-		s.conns = append(s.conns, c)
-	}
-	sortConns(s.conns)
 	nh := topo.NHosts()
 	up, down := make([]int, nh), make([]int, nh)
 	for h := range nh {
@@ -176,9 +215,6 @@ func checkPeers(o *algos.Op, n int) error {
 	return nil
 }
 
-func sortConns(cs []*conn) {
-	slices.SortFunc(cs, func(a, b *conn) int {
-		return cmp.Or(cmp.Compare(a.link.Channel, b.link.Channel), cmp.Compare(a.link.Src, b.link.Src),
-			cmp.Compare(a.link.Dst, b.link.Dst), cmp.Compare(a.link.Conn, b.link.Conn))
-	})
+func compareLinks(a, b sim.Link) int {
+	return cmp.Or(cmp.Compare(a.Channel, b.Channel), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Conn, b.Conn))
 }

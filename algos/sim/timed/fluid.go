@@ -1,7 +1,6 @@
 package timed
 
 import (
-	"container/heap"
 	"math"
 )
 
@@ -36,23 +35,26 @@ type activity struct {
 	cap       float64
 	res       []int
 	rate      float64
-	version   int // bumps when the rate changes: older completions are stale
+	slot      int // 1 + its completion's index in Sim.done; 0: none
 	mark      int
 	frozen    bool
 	finished  bool
 	queued    bool // a completion at its current rate is on the timeline
-	done      func(s *Sim)
+	// What ends when it completes: the transfer of flow's oldest slice,
+	// or else actor's CPU stage of a slice of elems elements.
+	flow  *flow
+	actor int
+	elems int64
 }
 
-// completion is when an activity finishes at its current rate.
-type completion struct {
-	t       float64
-	seq     int64
-	a       *activity
-	version int
+// done is what happens when a completes.
+func (a *activity) done(s *Sim) {
+	if a.flow != nil {
+		s.drained(a.flow)
+		return
+	}
+	s.stageDone(a.actor, a.elems)
 }
-
-func (c completion) at() (float64, int64) { return c.t, c.seq }
 
 // settle brings a's remaining work up to now.
 func (s *Sim) settle(a *activity) {
@@ -100,8 +102,22 @@ func (s *Sim) finish(a *activity) {
 		s.touched = append(s.touched, r.users...)
 	}
 	a.rate = 0
-	a.version++
 	a.done(s)
+	// Nothing refers to a any more: not the completions (its own was
+	// taken), not a resource, not the touched list (filled after the
+	// last solve from live users only).
+	s.free = append(s.free, a)
+}
+
+// activity returns a new activity that is v, reusing a finished one.
+func (s *Sim) activity(v activity) *activity {
+	if n := len(s.free); n > 0 {
+		a := s.free[n-1]
+		s.free = s.free[:n-1]
+		*a = v
+		return a
+	}
+	return &v
 }
 
 // resolve re-solves the components of the touched activities.
@@ -119,8 +135,8 @@ func (s *Sim) resolve() {
 
 // component solves the activities connected to seed through resources.
 func (s *Sim) component(seed *activity) {
-	acts := []*activity{seed}
-	var res []int
+	acts := append(s.acts[:0], seed)
+	res := s.comp[:0]
 	seed.mark = s.stamp
 	for i := 0; i < len(acts); i++ {
 		for _, ri := range acts[i].res {
@@ -144,10 +160,11 @@ func (s *Sim) component(seed *activity) {
 	for _, ri := range res {
 		s.settleRes(&s.res[ri])
 	}
-	old := make([]float64, len(acts))
-	for i, a := range acts {
-		old[i] = a.rate
+	old := s.old[:0]
+	for _, a := range acts {
+		old = append(old, a.rate)
 	}
+	s.acts, s.comp, s.old = acts, res, old
 	solve(s.res, res, acts)
 	for _, ri := range res {
 		r := &s.res[ri]
@@ -160,11 +177,17 @@ func (s *Sim) component(seed *activity) {
 		if a.queued && a.rate == old[i] {
 			continue // same rate: its completion stands
 		}
-		a.version++
 		a.queued = a.rate > 0
-		if a.queued {
+		switch {
+		case !a.queued && a.slot > 0:
+			s.done.remove(a.slot - 1)
+		case !a.queued:
+		case a.slot > 0:
 			s.seq++
-			heap.Push(&s.done, completion{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, a: a, version: a.version})
+			s.done.move(a.slot-1, s.now+max(a.remaining, 0)/a.rate, s.seq)
+		default:
+			s.seq++
+			s.done.push(event{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, act: a})
 		}
 	}
 }

@@ -40,7 +40,6 @@
 package timed
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"strings"
@@ -128,14 +127,15 @@ type Result struct {
 
 // conn is one FIFO connection.
 type conn struct {
-	link          sim.Link
+	// What the clock reads at every slice comes first.
+	arrived       int // slices arrived and not yet taken
+	credits       int // free slots as the producer sees them
 	producer      int // actor index
 	consumer      int
-	credits       int // free slots as the producer sees them
-	arrived       int // slices arrived and not yet taken
 	inter         bool
 	flow          *flow
 	traffic       Traffic
+	link          sim.Link
 	srcHost, dstH int
 }
 
@@ -155,29 +155,49 @@ type flow struct {
 }
 
 type actor struct {
-	ch, rank, lane int
-	host           int
-	ops            []algos.Op
+	// What try reads at every wake-up comes first, to share cache lines.
+	started  bool // its call has started (Start and its late start have passed)
+	busy     bool
+	finished bool
+	// held says a Wait held Op op at the last try and no lane of the
+	// rank and channel has completed an Op since: it still holds.
+	held    bool
+	op      int // next Op
+	slice   int64
+	opened  int // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
+	waitAt  int // the Op of waits[wait] (MaxInt: none)
+	count   int64
+	step    int64
+	nslices int64
+	ops     []algos.Op
+	recv    []*conn // the connections of Op op
+	send    []*conn
+	beta    float64 // of the Op's class
+	copies  int64   // bytes a CPU stage moves per byte of its slice
+	host    int
+	done    int     // Ops completed
+	cpu     float64 // ns spent in CPU stages
+
+	wait           int // first of waits not before Op op
 	waits          []algos.Wait
 	siblings       []int // actor index of each lane of the rank and channel
-	op             int   // next Op
-	done           int   // Ops completed
-	slice, nslices int64
-	step           int64
-	recv, send     []*conn
-	started        bool // its call has started (Start and its late start have passed)
-	busy           bool
-	finished       bool
-	cpu            float64 // ns spent in CPU stages
-	end            float64
+	ch, rank, lane int
+	// conns holds every Op's receive then send connections; Op j's are
+	// conns[at[2j]:at[2j+1]] and conns[at[2j+1]:at[2j+2]].
+	conns []*conn
+	at    []int32
+	end   float64
 }
 
+// event is something that happens at a time: an arrival, a credit or a
+// start, or an activity's completion at its current rate.
 type event struct {
 	t    float64
 	seq  int64
-	kind int
 	c    *conn
-	a    int
+	act  *activity
+	a    int // actor index
+	kind int
 }
 
 const (
@@ -186,25 +206,95 @@ const (
 	evCredit
 )
 
-func (e event) at() (float64, int64) { return e.t, e.seq }
-
 // timeline is a heap of things that happen at a time, in the order they
-// were scheduled at equal times.
-type timeline[T interface{ at() (float64, int64) }] []T
+// were scheduled at equal times. Every (t, seq) is unique, so the order
+// of pops does not depend on how the heap is kept. An activity's
+// completion knows its place (activity.slot), so that a new rate moves it
+// instead of leaving a stale one behind.
+type timeline []event
 
-func (h timeline[T]) Len() int { return len(h) }
-func (h timeline[T]) Less(i, j int) bool {
-	ti, si := h[i].at()
-	tj, sj := h[j].at()
-	return ti < tj || (ti == tj && si < sj)
+func (e *event) before(o *event) bool { return e.t < o.t || (e.t == o.t && e.seq < o.seq) }
+
+func (h timeline) place(i int) {
+	if a := h[i].act; a != nil {
+		a.slot = i + 1
+	}
 }
-func (h timeline[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timeline[T]) Push(x any)   { *h = append(*h, x.(T)) }
-func (h *timeline[T]) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+
+func (h timeline) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h.place(i)
+	h.place(j)
+}
+
+// up moves event i towards the top while it is earlier than its parent,
+// and reports whether it moved.
+func (h timeline) up(i int) bool {
+	moved := false
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			break
+		}
+		h.swap(i, p)
+		i, moved = p, true
+	}
+	return moved
+}
+
+// down moves event i towards the bottom while a child is earlier.
+func (h timeline) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].before(&h[l]) {
+			m = r
+		}
+		if !h[m].before(&h[i]) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+func (h *timeline) push(e event) {
+	*h = append(*h, e)
+	h.place(len(*h) - 1)
+	h.up(len(*h) - 1)
+}
+
+// remove takes event i out.
+func (h *timeline) remove(i int) event {
+	q := *h
+	last := len(q) - 1
+	if i != last {
+		q.swap(i, last)
+	}
+	e := q[last]
+	q[last] = event{}
+	q = q[:last]
+	*h = q
+	if i < last && !q.up(i) {
+		q.down(i)
+	}
+	if e.act != nil {
+		e.act.slot = 0
+	}
 	return e
+}
+
+func (h *timeline) pop() event { return h.remove(0) }
+
+// move gives event i a new time and order.
+func (h timeline) move(i int, t float64, seq int64) {
+	h[i].t, h[i].seq = t, seq
+	if !h.up(i) {
+		h.down(i)
+	}
 }
 
 // Sim is the state of one Run.
@@ -212,18 +302,24 @@ type Sim struct {
 	p       *Params
 	now     float64
 	seq     int64
-	heap    timeline[event]
+	heap    timeline // starts
+	hops    [2]fifo  // arrivals and credits between ranks of a host, between hosts
 	actors  []actor
 	conns   []*conn
 	res     []resource
-	names   []string // of each resource
-	done    timeline[completion]
+	names   []string    // of each resource
+	done    timeline    // completions
 	touched []*activity // activities whose component needs a new solve
+	free    []*activity // finished, to reuse
 	stamp   int
 	work    []int
-	pool    []int // resource of each host's core pool, or -1
+	pool    []int   // resource of each host's core pool, or -1
+	poolRes [][]int // the resources of a CPU stage on each host
 	nev     int64
-	linkOf  map[sim.Link]*conn
+	// component's scratch
+	acts []*activity
+	comp []int
+	old  []float64
 }
 
 // Run replays channels[c][r], rank r's schedule on channel c, for every
@@ -268,7 +364,61 @@ func check(p *Params) error {
 
 func (s *Sim) at(t float64, kind int, c *conn, a int) {
 	s.seq++
-	heap.Push(&s.heap, event{t: t, seq: s.seq, kind: kind, c: c, a: a})
+	s.heap.push(event{t: t, seq: s.seq, kind: kind, c: c, a: a})
+}
+
+// fifo is a queue of events scheduled in the order they happen.
+type fifo struct {
+	q    []event
+	head int
+}
+
+func (f *fifo) push(e event) {
+	if f.head > 0 && f.head == len(f.q) {
+		f.q, f.head = f.q[:0], 0
+	} else if f.head >= 4096 && 2*f.head >= len(f.q) {
+		f.q = f.q[:copy(f.q, f.q[f.head:])]
+		f.head = 0
+	}
+	f.q = append(f.q, e)
+}
+
+// first is the queue's next event, or nil.
+func (f *fifo) first() *event {
+	if f.head == len(f.q) {
+		return nil
+	}
+	return &f.q[f.head]
+}
+
+func (f *fifo) pop() event {
+	e := f.q[f.head]
+	f.q[f.head] = event{}
+	f.head++
+	return e
+}
+
+// next is the earliest scheduled event, from the heap (src -1) or the
+// hop queue src; nil when none is left.
+func (s *Sim) next() (e *event, src int) {
+	src = -1
+	if len(s.heap) > 0 {
+		e = &s.heap[0]
+	}
+	for i := range s.hops {
+		if h := s.hops[i].first(); h != nil && (e == nil || h.before(e)) {
+			e, src = h, i
+		}
+	}
+	return e, src
+}
+
+// take removes the event next found at src.
+func (s *Sim) take(src int) event {
+	if src < 0 {
+		return s.heap.pop()
+	}
+	return s.hops[src].pop()
 }
 
 func (s *Sim) addResource(name string, capacity float64) int {
@@ -289,23 +439,21 @@ func (s *Sim) loop() error {
 			}
 			s.resolve()
 		}
-		for len(s.done) > 0 && s.done[0].version != s.done[0].a.version {
-			heap.Pop(&s.done) // stale: the rate changed since
-		}
+		first, src := s.next()
 		switch {
-		case len(s.done) > 0 && (len(s.heap) == 0 || s.done[0].t < s.heap[0].t):
-			c := heap.Pop(&s.done).(completion)
+		case len(s.done) > 0 && (first == nil || s.done[0].t < first.t):
+			c := s.done.pop()
 			s.now = max(s.now, c.t)
 			s.nev++
-			s.finish(c.a)
+			s.finish(c.act)
 			continue
-		case len(s.heap) == 0:
+		case first == nil:
 			for i := range s.res {
 				s.settleRes(&s.res[i])
 			}
 			return s.deadlock()
 		}
-		e := heap.Pop(&s.heap).(event)
+		e := s.take(src)
 		s.now = max(s.now, e.t)
 		s.nev++
 		switch e.kind {

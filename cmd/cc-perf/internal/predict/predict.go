@@ -489,7 +489,10 @@ func (c *Config) transfers(a algos.Algo, g algos.Geometry, n int, nbytes, chunkB
 	switch a {
 	case algos.Tree:
 		sends = 6
-	case algos.RecDbl, algos.Rabenseifner:
+	case algos.RecDbl, algos.Rabenseifner, algos.HierRecDbl:
+		// Every step moves the whole buffer in chunks (HierRecDbl: each
+		// exchange through the leader), not a 1/n share of it: an upper
+		// bound of the slices.
 	default:
 		per *= int64(n)
 	}
