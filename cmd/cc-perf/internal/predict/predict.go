@@ -386,7 +386,7 @@ func (c *Config) shape(k candidate, nbytes int64) shape {
 // such candidates are left out instead (Skipped says which).
 func (c *Config) checkBounds(fn algos.Coll) error {
 	n := c.Hosts * c.PPN
-	c.skip = nil
+	c.skip, c.Skipped = nil, nil // Validate may run twice (the command, then Run)
 	for _, size := range c.Sizes {
 		cn := c.Coll.Counts(size/int64(c.ElemSize), int64(c.ElemSize), n)
 		nbytes := cn.Bytes(int64(c.ElemSize))

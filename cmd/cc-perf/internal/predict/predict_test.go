@@ -2,6 +2,7 @@ package predict
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -354,5 +355,27 @@ func TestEstimateBoundsTheReplay(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSkippedOncePerValidate: the command validates its config, then Run
+// validates it again; the rows left out are listed once, not once per
+// validation.
+func TestSkippedOncePerValidate(t *testing.T) {
+	c := base()
+	c.Hosts, c.Sizes = 64, []int64{1 << 24}
+	c.MaxTransfers = 2000 // too few for rows that neither fold nor extrapolate: skipped, not refused (no --algo)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	first := append([]string(nil), c.Skipped...)
+	if len(first) == 0 {
+		t.Fatal("no row skipped: the test proves nothing; lower MaxTransfers")
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Skipped, first) {
+		t.Errorf("after a second Validate, %d rows skipped, want the first Validate's %d: %q", len(c.Skipped), len(first), first)
 	}
 }
