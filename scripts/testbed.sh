@@ -646,6 +646,18 @@ cmd_run() {
 	"$@"
 	rc=$?
 	set -e
+	# A failed command on an unhealthy testbed: say what died while the
+	# daemons' logs still exist (the EXIT trap or the next up removes them).
+	if [ "$rc" != 0 ] && ! "$self" status >/dev/null 2>&1; then
+		echo "testbed.sh: '$*' failed (exit $rc) and the testbed is unhealthy:" >&2
+		"$self" status >&2 || true
+		local f
+		for f in "$STATE"/slurm/log/*.log "$STATE"/hosts/tb*/sshd.log; do
+			[ -s "$f" ] || continue
+			echo "--- last lines of $f" >&2
+			tail -n 20 "$f" >&2
+		done
+	fi
 	exit $rc
 }
 
