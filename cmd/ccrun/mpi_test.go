@@ -151,7 +151,18 @@ func TestOpenMPIRefused(t *testing.T) {
 	if j.code != 2 || !strings.HasPrefix(j.err.String(), want) || strings.Count(j.err.String(), "\n") != 1 || j.out.String() != "" {
 		t.Errorf("exit %d, want 2 and one line starting %q; stdout %q, stderr:\n%s", j.code, want, j.out, j.err)
 	}
-	j = runIn(t, dir, "-np", "2", "--allow-singletons", "./ompi_hello")
+	// Two Open MPI singletons starting at once race to create their session
+	// directory's top (TMPDIR/ompi.HOST.UID) and one fails "File exists"
+	// (Open MPI 4.1's orte_session_dir): give them a base of their own
+	// with that directory already there.
+	base := t.TempDir()
+	host, _ := os.Hostname()
+	for _, h := range []string{host, strings.Split(host, ".")[0]} {
+		if err := os.MkdirAll(filepath.Join(base, fmt.Sprintf("ompi.%s.%d", h, os.Getuid())), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j = runIn(t, dir, "-np", "2", "--allow-singletons", "-x", "OMPI_MCA_orte_tmpdir_base="+base, "./ompi_hello")
 	if j.code != 0 || j.out.String() != "rank 0 of 1\nrank 0 of 1\n" {
 		t.Errorf("--allow-singletons: exit %d, stdout %q, want two singletons; stderr:\n%s", j.code, j.out, j.err)
 	}
