@@ -160,9 +160,10 @@ func Default() *Consts {
 	// 32 µs at 32 KiB (ring 50), 253 µs at 256 KiB (ring 155-186).
 	// Re-measured after the one-shot path got cheaper (2026-11-27 evening,
 	// quiet machine, cc-perf tune --check -n 10 --reps 3 and interleaved
-	// cc-perf runs, 2 ranks): OneShot 0.5x the ring's time at 2 KiB, 0.8x
-	// at 8 KiB, 1.0x at 32-128 KiB for all-reduce and all-gather; its
-	// per-call cost is 0.4x the ring's. Gamma 0.2 and efficiency 0.95 put
+	// cc-perf runs, 2 ranks): OneShot 0.6-0.75x the ring's time at 2 KiB,
+	// 0.8-1.0x at 8 KiB, 1.0x at 32 KiB for all-reduce and all-gather; its
+	// per-call cost, extrapolated to 0 bytes, 0.4x the ring's (0.25
+	// against 0.64 us). Gamma 0.2 and efficiency 0.95 put
 	// the crossover at ~20 KiB for those two (it was ~1 KiB, where the
 	// ring then cost up to 1.7x); large sizes still go to the ring.
 	c.Class[SHM].AlgoGamma[algos.OneShot], c.Class[SHM].Eff[algos.OneShot] = 0.2, 0.95

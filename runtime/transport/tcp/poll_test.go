@@ -293,15 +293,27 @@ func TestFailDuringPoll(t *testing.T) {
 	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
 		t.Run(p.String(), func(t *testing.T) {
 			eachReceive(t, func(t *testing.T, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
-				testFailDuringPoll(t, p, recv)
+				testFailDuringPoll(t, p, time.Minute, recv)
 			})
 		})
 	}
 }
 
-func testFailDuringPoll(t *testing.T, p protocols.Proto, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
+// TestFailWhileBlocked: Fail ends a receive that does not poll (no spin),
+// which waits in its socket's ppoll: the eventfd Fail signals wakes it.
+func TestFailWhileBlocked(t *testing.T) {
+	for _, p := range []protocols.Proto{protocols.LL, protocols.LL128} {
+		t.Run(p.String(), func(t *testing.T) {
+			eachReceive(t, func(t *testing.T, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
+				testFailDuringPoll(t, p, 0, recv)
+			})
+		})
+	}
+}
+
+func testFailDuringPoll(t *testing.T, p protocols.Proto, spin time.Duration, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
 	a, b := listen(t, 0), listen(t, 1)
-	b.SetSpin(time.Minute)
+	b.SetSpin(spin)
 	_, r := connectProto(t, a, b, p, 4096)
 	rc := r.(*RecvConn)
 	errc := make(chan error, 1)

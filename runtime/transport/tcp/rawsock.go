@@ -18,9 +18,11 @@ import (
 // epoll instance: every frame that arrives then wakes the idle thread,
 // which finds nothing to do and sleeps again, a context switch on a core
 // the polling rank or its peer needs. Measured, 2 ranks over TCP loopback
-// on 2 cores, 8 B all-reduce, 4 interleaved runs each: 17-25 us with the
-// socket registered, 9-12 us without (a bare Go ping-pong of the same
-// exchange: 8.5-9.2 us; Open MPI's all-reduce: 8.4-11 us).
+// on 2 cores, 8 B all-reduce, both polling 100 ms (CC_TCP_SPIN_US=100000,
+// so neither blocked), 4 interleaved runs each: 17-25 us with the socket
+// registered, 9-12 us with it deleted from the runtime's epoll set (a bare
+// Go ping-pong of the same exchange: 8.5-9.2 us; Open MPI's all-reduce:
+// 8.4-11.1 us).
 //
 // So the inline receiver duplicates the socket's descriptor, closes the
 // net.Conn (the runtime deregisters its descriptor; the duplicate keeps the
@@ -67,9 +69,7 @@ func takeRaw(c net.Conn) (*rawSock, bool) {
 // Read calls f with the descriptor until f returns true, waiting for the
 // socket to be readable between calls, as syscall.RawConn's Read does. It
 // returns errSockFailed after Fail or Close.
-func (s *rawSock) Read(f func(fd uintptr) bool) error { return s.do(f, unix.POLLIN) }
-
-func (s *rawSock) do(f func(fd uintptr) bool, events int16) error {
+func (s *rawSock) Read(f func(fd uintptr) bool) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for {
@@ -79,14 +79,14 @@ func (s *rawSock) do(f func(fd uintptr) bool, events int16) error {
 		if f(uintptr(s.fd)) {
 			return nil
 		}
-		s.wait(events)
+		s.wait()
 	}
 }
 
-// wait blocks until the socket has events (or an error or hang-up to
+// wait blocks until the socket is readable (or has an error or hang-up to
 // report) or Fail was called.
-func (s *rawSock) wait(events int16) {
-	fds := [2]unix.PollFd{{Fd: int32(s.fd), Events: events}, {Fd: int32(s.efd), Events: unix.POLLIN}}
+func (s *rawSock) wait() {
+	fds := [2]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.efd), Events: unix.POLLIN}}
 	for {
 		_, _, errno := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, 0, 0, 0, 0)
 		if errno != unix.EINTR {
