@@ -64,10 +64,14 @@ type FlatPlan struct {
 }
 
 // FlatPut copies Count elements of Input at InOff into the rank's own
-// slot at SlotOff, applying the reduction's pre-op when Pre is set.
+// slot at SlotOff, applying the reduction's pre-op when Pre is set. Own
+// says that no other rank reads those slot elements: a runner may skip the
+// copy where its gets read the rank's own elements from Input instead
+// (engine.RunFlat does when Output does not overlap Input and the
+// reduction has no pre-op).
 type FlatPut struct {
 	InOff, SlotOff, Count int64
-	Pre                   bool
+	Pre, Own              bool
 }
 
 // FlatGet writes Count elements of Output at OutOff:
@@ -124,14 +128,16 @@ func oneShotPlan(a *FlatArgs) FlatPlan {
 	var pl FlatPlan
 	switch c := a.Coll; c {
 	case AllReduce, Reduce:
-		pl.Puts = []FlatPut{{InOff: off, Count: m, Pre: true}}
+		// A reduce's root is the only reader of its own slot.
+		pl.Puts = []FlatPut{{InOff: off, Count: m, Pre: true, Own: c == Reduce && me == a.Root}}
 		if c == Reduce && me != a.Root {
 			return pl
 		}
 		pl.Gets = reduceSlots(n, 0, off, m)
 	case ReduceScatter:
 		for b := range n {
-			pl.Puts = append(pl.Puts, FlatPut{InOff: int64(b)*a.Count + off, SlotOff: int64(b) * m, Count: m, Pre: true})
+			// Block me is reduced by this rank alone.
+			pl.Puts = append(pl.Puts, FlatPut{InOff: int64(b)*a.Count + off, SlotOff: int64(b) * m, Count: m, Pre: true, Own: b == me})
 		}
 		pl.Gets = reduceSlots(n, int64(me)*m, off, m)
 	case AllGather:

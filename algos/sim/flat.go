@@ -20,7 +20,9 @@ type FlatStats struct {
 // piece i every rank does its Puts into its slot (slotElems elements),
 // then, after the synchronization, its Gets. It fails if a plan reaches
 // outside a buffer or a slot, or reads slot elements their rank did not
-// put in that piece (stale data from an earlier call).
+// put in that piece (stale data from an earlier call), or reads another
+// rank's slot elements that rank put for itself alone (FlatPut.Own: a
+// runner may leave them out).
 func RunFlat(ranks []Rank, plans [][]algos.FlatPlan, red Reduction, slotElems int64) (FlatStats, error) {
 	n := len(ranks)
 	var st FlatStats
@@ -34,14 +36,15 @@ func RunFlat(ranks []Rank, plans [][]algos.FlatPlan, red Reduction, slotElems in
 		}
 	}
 	slots := make([][]int64, n)
-	fresh := make([][]bool, n)
+	fresh, own := make([][]bool, n), make([][]bool, n)
 	for r := range slots {
 		slots[r] = make([]int64, slotElems)
-		fresh[r] = make([]bool, slotElems)
+		fresh[r], own[r] = make([]bool, slotElems), make([]bool, slotElems)
 	}
 	for i := range pieces {
 		for r := range n {
 			clear(fresh[r])
+			clear(own[r])
 			for _, p := range plans[r][i].Puts {
 				if err := inRange("input", len(ranks[r].In), p.InOff, p.Count); err != nil {
 					return st, fmt.Errorf("rank %d piece %d put: %w", r, i, err)
@@ -56,13 +59,14 @@ func RunFlat(ranks []Rank, plans [][]algos.FlatPlan, red Reduction, slotElems in
 					}
 					slots[r][p.SlotOff+e] = x
 					fresh[r][p.SlotOff+e] = true
+					own[r][p.SlotOff+e] = p.Own
 				}
 			}
 		}
 		st.Syncs++
 		for r := range n {
 			for _, g := range plans[r][i].Gets {
-				if err := st.get(ranks, slots, fresh, r, g, red); err != nil {
+				if err := st.get(ranks, slots, fresh, own, r, g, red); err != nil {
 					return st, fmt.Errorf("rank %d piece %d get: %w", r, i, err)
 				}
 			}
@@ -72,7 +76,7 @@ func RunFlat(ranks []Rank, plans [][]algos.FlatPlan, red Reduction, slotElems in
 }
 
 // get does one FlatGet of rank r.
-func (st *FlatStats) get(ranks []Rank, slots [][]int64, fresh [][]bool, r int, g algos.FlatGet, red Reduction) error {
+func (st *FlatStats) get(ranks []Rank, slots [][]int64, fresh, own [][]bool, r int, g algos.FlatGet, red Reduction) error {
 	n := len(ranks)
 	out := ranks[r].Out
 	if err := inRange("output", len(out), g.OutOff, g.Count); err != nil {
@@ -88,6 +92,9 @@ func (st *FlatStats) get(ranks []Rank, slots [][]int64, fresh [][]bool, r int, g
 		for e := range g.Count {
 			if !fresh[src][g.SlotOff+e] {
 				return nil, fmt.Errorf("slot of rank %d element %d was not put in this piece", src, g.SlotOff+e)
+			}
+			if src != r && own[src][g.SlotOff+e] {
+				return nil, fmt.Errorf("slot of rank %d element %d was put for that rank alone (Own)", src, g.SlotOff+e)
 			}
 		}
 		if src != r {

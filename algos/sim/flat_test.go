@@ -149,3 +149,27 @@ func checkFlat(t *testing.T, row *algos.Algorithm, n, root int, count, slotElems
 		}
 	}
 }
+
+// TestRunFlatOwnIsPrivate: a put marked Own is for its rank alone (a
+// runner may skip it), so another rank's get of those elements fails, and
+// the same plan without the mark runs.
+func TestRunFlatOwnIsPrivate(t *testing.T) {
+	red := sim.Reduction{Op: func(a, b int64) int64 { return a + b }}
+	for _, own := range []bool{false, true} {
+		ranks := []sim.Rank{{In: []int64{1}, Out: make([]int64, 1)}, {In: []int64{2}, Out: make([]int64, 1)}}
+		plans := make([][]algos.FlatPlan, 2)
+		for r := range plans {
+			plans[r] = []algos.FlatPlan{{
+				Puts: []algos.FlatPut{{Count: 1, Own: own}},
+				Gets: []algos.FlatGet{{Rank: 0, With: 1, Count: 1}},
+			}}
+		}
+		_, err := sim.RunFlat(ranks, plans, red, 1)
+		if own && err == nil {
+			t.Errorf("Own puts read by the other rank: no error")
+		}
+		if !own && (err != nil || ranks[0].Out[0] != 3 || ranks[1].Out[0] != 3) {
+			t.Errorf("plain puts: err %v, outputs %d %d, want 3 3", err, ranks[0].Out[0], ranks[1].Out[0])
+		}
+	}
+}

@@ -82,6 +82,9 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 		k := *seq
 		mine := t.stage(area, t.Rank, k)
 		for _, p := range pl.Puts {
+			if p.Own && t.ownFromInput() {
+				continue // get reads these elements from Input
+			}
 			dst, src := mine[p.SlotOff*es:(p.SlotOff+p.Count)*es], t.In[p.InOff*es:(p.InOff+p.Count)*es]
 			if p.Pre && t.Fn != nil && t.Fn.HasPre() {
 				t.Fn.Pre(dst, src)
@@ -113,7 +116,7 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 func (t *FlatTask) get(area FlatArea, k uint64, pl *algos.FlatPlan, j int, es int64) error {
 	g := &pl.Gets[j]
 	dst := t.Out[g.OutOff*es : (g.OutOff+g.Count)*es]
-	inOK := (j == 0 || !overlaps(t.In, t.Out)) && (t.Fn == nil || !t.Fn.HasPre())
+	inOK := j == 0 && (t.Fn == nil || !t.Fn.HasPre()) || t.ownFromInput()
 	slot := func(r int) []byte {
 		if r == t.Rank && inOK {
 			if off, ok := ownInput(pl, g.SlotOff, g.Count); ok {
@@ -145,6 +148,16 @@ func (t *FlatTask) get(area FlatArea, k uint64, pl *algos.FlatPlan, j int, es in
 		t.Fn.Post(dst, dst)
 	}
 	return nil
+}
+
+// ownFromInput reports whether every get reads this rank's own slot
+// elements from Input (where a put copied them without a pre-op): Output
+// does not overlap Input, so no get has overwritten them, and the
+// reduction has no pre-op. RunFlat then skips the puts only this rank
+// reads (FlatPut.Own): a 2-rank reduce-scatter copies half its input into
+// its slot rather than all of it.
+func (t *FlatTask) ownFromInput() bool {
+	return (t.Fn == nil || !t.Fn.HasPre()) && !overlaps(t.In, t.Out)
 }
 
 // ownInput returns the Input offset of the count elements pl's puts copy

@@ -310,13 +310,17 @@ func TrafficOn(coll algos.Coll, a algos.Algo, topo *algos.Topo) float64 {
 // whose own factor is 1 (Eff is fitted on them): an all-gather copies one
 // block in and n-1 out, S, n/(n-1) times the ring's (n-1)S/n. An
 // all-reduce copies S in and reads the n-1 other slots, nS, against the
-// ring's 2(n-1)S/n: n/2. A reduce-scatter copies its whole input into its
-// slot and reads n-1 blocks, (2n-1)S/n: (2n-1)/n. A reduce's root copies
-// nS against the ring's S: n-1. A broadcast's busiest rank copies S (the
-// root in, every other rank out), the ring's S: (n-1)/n.
-// Measured on 4 ranks and 2 cores, 2026-11-27: a 2 MiB reduce-scatter took
-// 700-1000 µs by OneShot against the ring's 384-403 µs, which factor 1
-// priced at 481 µs and this prices at 837 µs.
+// ring's 2(n-1)S/n: n/2. A reduce-scatter copies the n-1 blocks other
+// ranks reduce into its slot (its own block it reads from its input: a
+// FlatPut.Own, out of place) and reads n-1 blocks, 2(n-1)S/n: 2(n-1)/n
+// (1 at n = 2; in place it copies its own block too, (2n-1)/n). A reduce's
+// root reads the n-1 other slots (its own data from its input, out of
+// place), (n-1)S against the ring's S: (n-1)^2/n (in place it copies S in
+// too: n-1); every other rank copies S, less or as much. A broadcast's busiest rank
+// copies S (the root in, every other rank out), the ring's S: (n-1)/n.
+// Measured on 4 ranks and 2 cores, 2026-11-27, when every block was
+// copied: a 2 MiB reduce-scatter took 700-1000 µs by OneShot against the
+// ring's 384-403 µs, which factor 1 priced at 481 µs and (2n-1)/n at 837 µs.
 func oneShotTraffic(coll algos.Coll, n int) float64 {
 	if n <= 1 {
 		return 1
@@ -325,9 +329,9 @@ func oneShotTraffic(coll algos.Coll, n int) float64 {
 	case algos.AllReduce:
 		return float64(n) / 2
 	case algos.Reduce:
-		return float64(n - 1)
+		return float64((n-1)*(n-1)) / float64(n)
 	case algos.ReduceScatter:
-		return float64(2*n-1) / float64(n)
+		return 2 * float64(n-1) / float64(n)
 	case algos.Broadcast:
 		return float64(n-1) / float64(n)
 	}

@@ -5,6 +5,7 @@ package shm
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -237,5 +238,69 @@ func BenchmarkCopy(b *testing.B) {
 				copy(dst, src)
 			}
 		})
+	}
+}
+
+// oneShotStop is the value rank 0 sends in its last one-shot call of a
+// benchmark: the peer returns after that call.
+const oneShotStop = ^uint64(0)
+
+// BenchmarkOneShotFloor is the floor under an 8 B all-reduce by OneShot
+// between two processes: the one-shot area's own exchange (8 B into the
+// inline bytes, Post, Await, the peer's 8 B added to this rank's own),
+// with nothing of a communicator, the engine or cc-perf around it. Set
+// beside cc-perf's 8 B all-reduce through ccrun it shows how much of a
+// call the exchange itself takes, and so how far the rest can shrink.
+func BenchmarkOneShotFloor(b *testing.B) {
+	cfg := childConfig{dir: b.TempDir(), job: "bench", nranks: 2, buff: ncclBuff, spin: benchSpin, oneShot: 256}
+	kids := startChildren(b, "oneshot", cfg, []int{1})
+	s, err := Open(context.Background(), cfg.options(func(context.Context) error { return barrierAll(kids) }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	area := s.OneShot()
+	var k uint64
+	call := func(v uint64) uint64 {
+		k++
+		binary.LittleEndian.PutUint64(area.Inline(0, k), v)
+		area.Post(k)
+		if err := area.Await(k); err != nil {
+			b.Fatal(err)
+		}
+		return v + binary.LittleEndian.Uint64(area.Inline(1, k))
+	}
+	for range 1000 { // warm up: page faults, the child's start
+		call(1)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if got := call(1); got != 3 {
+			b.Fatalf("call %d: sum %d, want 3", k, got)
+		}
+	}
+	b.StopTimer()
+	call(oneShotStop)
+	if err := kids[0].exit(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchOneShotPeer (child) is BenchmarkOneShotFloor's local rank 1: it
+// contributes 2 to every call until rank 0 sends oneShotStop.
+func benchOneShotPeer(s *Segment, _ *bufio.Reader) error {
+	area := s.OneShot()
+	if area == nil {
+		return fmt.Errorf("no one-shot area")
+	}
+	for k := uint64(1); ; k++ {
+		binary.LittleEndian.PutUint64(area.Inline(1, k), 2)
+		area.Post(k)
+		if err := area.Await(k); err != nil {
+			return err
+		}
+		if binary.LittleEndian.Uint64(area.Inline(0, k)) == oneShotStop {
+			return nil
+		}
 	}
 }

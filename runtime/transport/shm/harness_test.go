@@ -169,6 +169,7 @@ type childConfig struct {
 	spin                time.Duration
 	cores               int
 	proto, size         int // benchmarks: the protocol and the message size
+	oneShot             int // Options.OneShotBytes
 }
 
 func (c childConfig) env(mode string) []string {
@@ -178,6 +179,7 @@ func (c childConfig) env(mode string) []string {
 		"CC_SHM_T_COUNT="+strconv.Itoa(c.count), "CC_SHM_T_SPIN="+c.spin.String(),
 		"CC_SHM_T_CORES="+strconv.Itoa(c.cores),
 		"CC_SHM_T_PROTO="+strconv.Itoa(c.proto), "CC_SHM_T_SIZE="+strconv.Itoa(c.size),
+		"CC_SHM_T_ONESHOT="+strconv.Itoa(c.oneShot),
 		fmt.Sprintf("CC_SHM_T_BUFF=%d,%d,%d", c.buff[0], c.buff[1], c.buff[2]))
 }
 
@@ -193,7 +195,7 @@ func readChildConfig() (childConfig, error) {
 	}
 	c.dir, c.job = os.Getenv("CC_SHM_T_DIR"), os.Getenv("CC_SHM_T_JOB")
 	c.rank, c.nranks, c.count, c.cores = atoi("CC_SHM_T_RANK"), atoi("CC_SHM_T_NRANKS"), atoi("CC_SHM_T_COUNT"), atoi("CC_SHM_T_CORES")
-	c.proto, c.size = atoi("CC_SHM_T_PROTO"), atoi("CC_SHM_T_SIZE")
+	c.proto, c.size, c.oneShot = atoi("CC_SHM_T_PROTO"), atoi("CC_SHM_T_SIZE"), atoi("CC_SHM_T_ONESHOT")
 	if _, e := fmt.Sscanf(os.Getenv("CC_SHM_T_BUFF"), "%d,%d,%d", &c.buff[0], &c.buff[1], &c.buff[2]); e != nil && err == nil {
 		err = fmt.Errorf("CC_SHM_T_BUFF: %w", e)
 	}
@@ -207,7 +209,7 @@ func readChildConfig() (childConfig, error) {
 
 func (c childConfig) options(barrier func(context.Context) error) Options {
 	return Options{Dir: c.dir, JobID: c.job, Host: "host-a", LocalRank: c.rank, LocalNRanks: c.nranks,
-		Channels: protocols.NumProtos, BuffSize: c.buff, Spin: c.spin, Cores: c.cores, Barrier: barrier}
+		Channels: protocols.NumProtos, BuffSize: c.buff, Spin: c.spin, Cores: c.cores, OneShotBytes: c.oneShot, Barrier: barrier}
 }
 
 // startChildren starts the given local ranks as processes of this test

@@ -170,6 +170,8 @@ func childMain(mode string) int {
 		err = benchEcho(s, in)
 	case "sink":
 		err = benchSink(s, in)
+	case "oneshot":
+		err = benchOneShotPeer(s, in)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
