@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,12 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(exchangePeerEnv); addr != "" {
+		os.Exit(exchangePeer(addr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var testJob = wire.Job{ID: "tcp-test", Secret: []byte("s3cret")}
 

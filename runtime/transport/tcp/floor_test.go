@@ -1,0 +1,139 @@
+//go:build linux
+
+package tcp
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// exchangePeerEnv makes the test binary BenchmarkExchangeFloor's peer
+// process: it dials the address the variable holds.
+const exchangePeerEnv = "CC_TCP_TEST_EXCHANGE_PEER"
+
+// exchangeStop is the byte that ends the peer's loop.
+const exchangeStop = 0xff
+
+// BenchmarkExchangeFloor is the floor under an 8 B all-reduce of 2 ranks
+// over loopback TCP (recursive doubling: one exchange): two processes
+// each write 8 bytes and then poll their socket (recv with MSG_DONTWAIT,
+// no poller, no yield) until the other's 8 bytes are in, with nothing of
+// the transport, the engine or cc-perf around it. Set beside cc-perf's
+// 8 B all-reduce with NCCL_SHM_DISABLE=1 it shows what the rest adds.
+func BenchmarkExchangeFloor(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	peer := exec.Command(exe)
+	peer.Env = append(os.Environ(), exchangePeerEnv+"="+ln.Addr().String())
+	peer.Stderr = os.Stderr
+	if err := peer.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer peer.Process.Kill()
+	conn, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	fd, done, err := rawFD(conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	msg, in := make([]byte, 8), make([]byte, 8)
+	for range 1000 { // warm up
+		if err := exchange(fd, msg, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := exchange(fd, msg, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	msg[0] = exchangeStop
+	if err := exchange(fd, msg, in); err != nil {
+		b.Fatal(err)
+	}
+	if err := peer.Wait(); err != nil {
+		b.Fatalf("peer: %v", err)
+	}
+}
+
+// exchangePeer is BenchmarkExchangeFloor's other process.
+func exchangePeer(addr string) int {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "exchange peer:", err)
+		return 2
+	}
+	defer conn.Close()
+	fd, done, err := rawFD(conn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "exchange peer:", err)
+		return 2
+	}
+	defer done()
+	runtime.LockOSThread()
+	msg, in := make([]byte, 8), make([]byte, 8)
+	for {
+		if err := exchange(fd, msg, in); err != nil {
+			fmt.Fprintln(os.Stderr, "exchange peer:", err)
+			return 3
+		}
+		if in[0] == exchangeStop {
+			return 0
+		}
+	}
+}
+
+// rawFD returns a duplicate of conn's descriptor with TCP_NODELAY set, and
+// a function that closes it.
+func rawFD(conn net.Conn) (int, func(), error) {
+	tc := conn.(*net.TCPConn)
+	if err := tc.SetNoDelay(true); err != nil {
+		return 0, nil, err
+	}
+	f, err := tc.File()
+	if err != nil {
+		return 0, nil, err
+	}
+	return int(f.Fd()), func() { f.Close() }, nil
+}
+
+// exchange writes msg and polls until len(in) bytes have been read.
+func exchange(fd int, msg, in []byte) error {
+	if _, err := unix.Write(fd, msg); err != nil {
+		return err
+	}
+	for got := 0; got < len(in); {
+		n, _, err := unix.Recvfrom(fd, in[got:], unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return fmt.Errorf("peer closed the connection")
+		}
+		got += n
+	}
+	return nil
+}
