@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -22,11 +23,20 @@ const exchangeStop = 0xff
 
 // BenchmarkExchangeFloor is the floor under an 8 B all-reduce of 2 ranks
 // over loopback TCP (recursive doubling: one exchange): two processes
-// each write 8 bytes and then poll their socket (recv with MSG_DONTWAIT,
-// no poller, no yield) until the other's 8 bytes are in, with nothing of
-// the transport, the engine or cc-perf around it. Set beside cc-perf's
-// 8 B all-reduce with NCCL_SHM_DISABLE=1 it shows what the rest adds.
+// each write 8 bytes and then wait until the other's 8 bytes are in, with
+// nothing of the transport, the engine or cc-perf around it. Set beside
+// cc-perf's 8 B all-reduce with NCCL_SHM_DISABLE=1 it shows what the rest
+// adds. How a rank waits: recv polls recv with MSG_DONTWAIT (what the
+// transport's inline receive does), poll polls poll(2) with a zero
+// timeout and then reads, block reads a blocking socket (the kernel
+// sleeps and wakes the thread).
 func BenchmarkExchangeFloor(b *testing.B) {
+	for _, mode := range []string{"recv", "poll", "block"} {
+		b.Run(mode, func(b *testing.B) { benchExchange(b, mode) })
+	}
+}
+
+func benchExchange(b *testing.B, mode string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -37,7 +47,7 @@ func BenchmarkExchangeFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	peer := exec.Command(exe)
-	peer.Env = append(os.Environ(), exchangePeerEnv+"="+ln.Addr().String())
+	peer.Env = append(os.Environ(), exchangePeerEnv+"="+mode+" "+ln.Addr().String())
 	peer.Stderr = os.Stderr
 	if err := peer.Start(); err != nil {
 		b.Fatal(err)
@@ -57,19 +67,19 @@ func BenchmarkExchangeFloor(b *testing.B) {
 	defer runtime.UnlockOSThread()
 	msg, in := make([]byte, 8), make([]byte, 8)
 	for range 1000 { // warm up
-		if err := exchange(fd, msg, in); err != nil {
+		if err := exchange(fd, mode, msg, in); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := exchange(fd, msg, in); err != nil {
+		if err := exchange(fd, mode, msg, in); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	msg[0] = exchangeStop
-	if err := exchange(fd, msg, in); err != nil {
+	if err := exchange(fd, mode, msg, in); err != nil {
 		b.Fatal(err)
 	}
 	if err := peer.Wait(); err != nil {
@@ -77,8 +87,10 @@ func BenchmarkExchangeFloor(b *testing.B) {
 	}
 }
 
-// exchangePeer is BenchmarkExchangeFloor's other process.
-func exchangePeer(addr string) int {
+// exchangePeer is BenchmarkExchangeFloor's other process; arg is the
+// mode and the address to dial.
+func exchangePeer(arg string) int {
+	mode, addr, _ := strings.Cut(arg, " ")
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "exchange peer:", err)
@@ -94,7 +106,7 @@ func exchangePeer(addr string) int {
 	runtime.LockOSThread()
 	msg, in := make([]byte, 8), make([]byte, 8)
 	for {
-		if err := exchange(fd, msg, in); err != nil {
+		if err := exchange(fd, mode, msg, in); err != nil {
 			fmt.Fprintln(os.Stderr, "exchange peer:", err)
 			return 3
 		}
@@ -104,8 +116,8 @@ func exchangePeer(addr string) int {
 	}
 }
 
-// rawFD returns a duplicate of conn's descriptor with TCP_NODELAY set, and
-// a function that closes it.
+// rawFD returns a duplicate of conn's descriptor (blocking) with
+// TCP_NODELAY set, and a function that closes it.
 func rawFD(conn net.Conn) (int, func(), error) {
 	tc := conn.(*net.TCPConn)
 	if err := tc.SetNoDelay(true); err != nil {
@@ -118,13 +130,26 @@ func rawFD(conn net.Conn) (int, func(), error) {
 	return int(f.Fd()), func() { f.Close() }, nil
 }
 
-// exchange writes msg and polls until len(in) bytes have been read.
-func exchange(fd int, msg, in []byte) error {
+// exchange writes msg and waits, as mode says, until len(in) bytes have
+// been read.
+func exchange(fd int, mode string, msg, in []byte) error {
 	if _, err := unix.Write(fd, msg); err != nil {
 		return err
 	}
+	flags := unix.MSG_DONTWAIT
+	if mode == "block" {
+		flags = 0
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for got := 0; got < len(in); {
-		n, _, err := unix.Recvfrom(fd, in[got:], unix.MSG_DONTWAIT)
+		if mode == "poll" {
+			if n, err := unix.Poll(pfd, 0); n == 0 || err == unix.EINTR {
+				continue
+			} else if err != nil {
+				return err
+			}
+		}
+		n, _, err := unix.Recvfrom(fd, in[got:], flags)
 		switch {
 		case err == unix.EAGAIN || err == unix.EINTR:
 			continue
