@@ -360,7 +360,58 @@ netem_ok() {
 	return $ok
 }
 
-# burst_of R: the bucket of a rate: 1 ms of traffic, at least 128 KiB (two 64 KiB GSO packets).
+# A host's tbf (shape --rate R) below 512 Mbit: a bucket of 1 ms of traffic, at least 4 KiB
+# (tbf_args), the host's GSO packets capped at half of it (gso_of) so that tbf need not split
+# them, and a queue deep enough that TCP loses nothing to it (tbf_limit). From 512 Mbit: a
+# bucket of 1 ms of traffic, at least 128 KiB (two 64 KiB GSO packets pass whole), and 5 ms of
+# queue, as before. Measured on tb3..tb6 (and tb1..tb8), all-reduce, 2026-11-27:
+# - A link that idled passes its bucket at once, so a large bucket makes the algorithms that
+#   leave links idle between phases (the tree) faster than the rate allows: 64 KiB by the tree
+#   at 100 Mbit took 10.8 ms with 128 KiB, 11-12 ms with 16 KB, 13.2-13.8 ms with 4 KB, where
+#   the rate alone allows 15.6 (the ring, whose links never idle: 7.7-8.5 ms with each).
+#   Smaller is not better everywhere: with 4 KB (250 us) the ring on 8 hosts took 17 ms for
+#   64 KiB where 1 ms buckets gave 11.3 and the rate allows 11.3 (timer and packet work on 2
+#   cores). scripts/predict-check.sh at 100 Mbit: 14 of 24 points within 20% before; 19 with
+#   250 us buckets (the tree 10 of 12, the ring 9 of 12) and 19 with 1 ms (7 and 12).
+# - The 5 ms queue (62 KB at 100 Mbit) overflowed in the tree's fan-in: 112-121 segments dropped
+#   and 5 retransmission timeouts (200 ms each) in 10 calls; 1 MiB took 317-335 ms, 172-185 ms
+#   with the deep queue, which dropped none. Fabrics under collectives do not drop either.
+# - At 1 Gbit a small bucket costs what this machine cannot give: with 31 KB and GSO capped at
+#   15 KB the ring on 8 hosts took 27-30 ms for 1 MiB where it took 15 (the rate allows 14.7);
+#   the 5 ms queue (625 KB) dropped nothing, and the deep one made the tree's 64 KiB 2-3x slower
+#   (queueing behind the fan-in).
+tbf_small_below=64000000 # bytes per second: 512 Mbit
+tbf_limit=33554432
+
+# tbf_args R: the tbf arguments of rate R after "rate R": burst and queue.
+tbf_args() {
+	local r b
+	r=$(rate_bytes "$1")
+	if [ "$r" -ge "$tbf_small_below" ]; then
+		echo "burst $(burst_of "$1") latency 5ms"
+		return
+	fi
+	b=$((r / 1000))
+	[ "$b" -ge 4096 ] || b=4096
+	echo "burst $b limit $tbf_limit"
+}
+
+# gso_of R: the largest GSO packet of a host whose sends are shaped to rate R: half its
+# bucket below 512 Mbit (at least 2 KiB), else the default 64 KiB.
+gso_of() {
+	local r g
+	r=$(rate_bytes "$1")
+	if [ "$r" -ge "$tbf_small_below" ]; then
+		echo 65536
+		return
+	fi
+	g=$((r / 2000))
+	[ "$g" -ge 2048 ] || g=2048
+	echo "$g"
+}
+
+# burst_of R: 1 ms of traffic, at least 128 KiB (two 64 KiB GSO packets, which htb does not
+# split): the bucket of a link class (htb), and of a host's tbf from 512 Mbit.
 burst_of() {
 	local b
 	b=$(($(rate_bytes "$1") / 1000))
@@ -383,13 +434,16 @@ shape() {
 		if [ -n "$delay$loss" ] && { [ "$dir" != both ] || [ "$side" = tx ]; }; then
 			tc $(tc_dev "$k" "$side") root netem ${delay:+delay "$delay"} ${loss:+loss "$loss"} ${rate:+rate "$rate"} limit 10000
 		elif [ -n "$rate" ]; then
-			tc $(tc_dev "$k" "$side") root tbf rate "$rate" burst "$(burst_of "$rate")" latency 5ms
+			# shellcheck disable=SC2046 # tbf_args's words are separate arguments
+			tc $(tc_dev "$k" "$side") root tbf rate "$rate" $(tbf_args "$rate")
+			[ "$side" != tx ] || ip -n "cch$k" link set dev eth0 gso_max_size "$(gso_of "$rate")"
 		fi
 	done
 }
 
 # unshape K removes host K's own qdiscs, both sides.
 unshape() {
+	ip -n "cch$1" link set dev eth0 gso_max_size 65536 2>/dev/null || true
 	tc -n "cch$1" qdisc del dev eth0 root 2>/dev/null || true
 	tc qdisc del dev "ccv$1" root 2>/dev/null || true
 }
