@@ -22,7 +22,14 @@ const benchSpin = 50 * time.Microsecond
 // benchPair opens a segment with a child rank in the given mode.
 func benchPair(b *testing.B, mode string, p protocols.Proto, size int, spin time.Duration) (*Segment, *child) {
 	b.Helper()
-	cfg := childConfig{dir: b.TempDir(), job: "bench", nranks: 2, buff: ncclBuff, spin: spin, proto: int(p), size: size}
+	return benchPairWith(b, mode, childConfig{spin: spin, proto: int(p), size: size})
+}
+
+// benchPairWith is benchPair with the child's configuration given (its
+// directory, job, rank count and buffers filled in).
+func benchPairWith(b *testing.B, mode string, cfg childConfig) (*Segment, *child) {
+	b.Helper()
+	cfg.dir, cfg.job, cfg.nranks, cfg.buff = b.TempDir(), "bench", 2, ncclBuff
 	kids := startChildren(b, mode, cfg, []int{1})
 	o := cfg.options(func(context.Context) error { return barrierAll(kids) })
 	s, err := Open(context.Background(), o)
@@ -252,13 +259,7 @@ const oneShotStop = ^uint64(0)
 // beside cc-perf's 8 B all-reduce through ccrun it shows how much of a
 // call the exchange itself takes, and so how far the rest can shrink.
 func BenchmarkOneShotFloor(b *testing.B) {
-	cfg := childConfig{dir: b.TempDir(), job: "bench", nranks: 2, buff: ncclBuff, spin: benchSpin, oneShot: 256}
-	kids := startChildren(b, "oneshot", cfg, []int{1})
-	s, err := Open(context.Background(), cfg.options(func(context.Context) error { return barrierAll(kids) }))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	s, kid := benchPairWith(b, "oneshot", childConfig{spin: benchSpin, oneShot: 256})
 	area := s.OneShot()
 	var k uint64
 	call := func(v uint64) uint64 {
@@ -281,7 +282,7 @@ func BenchmarkOneShotFloor(b *testing.B) {
 	}
 	b.StopTimer()
 	call(oneShotStop)
-	if err := kids[0].exit(); err != nil {
+	if err := kid.exit(); err != nil {
 		b.Fatal(err)
 	}
 }
