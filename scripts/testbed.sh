@@ -361,7 +361,7 @@ netem_ok() {
 }
 
 # A host's tbf (shape --rate R) below 512 Mbit: a bucket of 1 ms of traffic, at least 4 KiB
-# (tbf_args), the host's GSO packets capped at half of it (gso_of) so that tbf need not split
+# (tbf_bucket), the host's GSO packets capped at half of it (gso_of) so that tbf need not split
 # them, and a queue deep enough that TCP loses nothing to it (tbf_limit). From 512 Mbit: a
 # bucket of 1 ms of traffic, at least 128 KiB (two 64 KiB GSO packets pass whole), and 5 ms of
 # queue, as before. Measured on tb3..tb6 (and tb1..tb8), all-reduce, 2026-11-27:
@@ -383,31 +383,29 @@ netem_ok() {
 tbf_small_below=64000000 # bytes per second: 512 Mbit
 tbf_limit=33554432
 
+# tbf_bucket R: the bucket of a host's tbf at rate R below 512 Mbit (1 ms of traffic, at least
+# 4 KiB); nothing from 512 Mbit, where burst_of gives it.
+tbf_bucket() {
+	local r
+	r=$(rate_bytes "$1")
+	[ "$r" -lt "$tbf_small_below" ] || return 0
+	r=$((r / 1000))
+	echo $((r < 4096 ? 4096 : r))
+}
+
 # tbf_args R: the tbf arguments of rate R after "rate R": burst and queue.
 tbf_args() {
-	local r b
-	r=$(rate_bytes "$1")
-	if [ "$r" -ge "$tbf_small_below" ]; then
-		echo "burst $(burst_of "$1") latency 5ms"
-		return
-	fi
-	b=$((r / 1000))
-	[ "$b" -ge 4096 ] || b=4096
-	echo "burst $b limit $tbf_limit"
+	local b
+	b=$(tbf_bucket "$1")
+	if [ -n "$b" ]; then echo "burst $b limit $tbf_limit"; else echo "burst $(burst_of "$1") latency 5ms"; fi
 }
 
 # gso_of R: the largest GSO packet of a host whose sends are shaped to rate R: half its
-# bucket below 512 Mbit (at least 2 KiB), else the default 64 KiB.
+# bucket below 512 Mbit, else the default 64 KiB.
 gso_of() {
-	local r g
-	r=$(rate_bytes "$1")
-	if [ "$r" -ge "$tbf_small_below" ]; then
-		echo 65536
-		return
-	fi
-	g=$((r / 2000))
-	[ "$g" -ge 2048 ] || g=2048
-	echo "$g"
+	local b
+	b=$(tbf_bucket "$1")
+	echo $((${b:-131072} / 2))
 }
 
 # burst_of R: 1 ms of traffic, at least 128 KiB (two 64 KiB GSO packets, which htb does not
