@@ -86,7 +86,7 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 				continue // get reads these elements from Input
 			}
 			dst, src := mine[p.SlotOff*es:(p.SlotOff+p.Count)*es], t.In[p.InOff*es:(p.InOff+p.Count)*es]
-			if p.Pre && t.Fn != nil && t.Fn.HasPre() {
+			if p.Pre && !t.noPre() {
 				t.Fn.Pre(dst, src)
 			} else {
 				copy(dst, src)
@@ -116,7 +116,7 @@ func RunFlat(area FlatArea, seq *uint64, t *FlatTask) error {
 func (t *FlatTask) get(area FlatArea, k uint64, pl *algos.FlatPlan, j int, es int64) error {
 	g := &pl.Gets[j]
 	dst := t.Out[g.OutOff*es : (g.OutOff+g.Count)*es]
-	inOK := j == 0 && (t.Fn == nil || !t.Fn.HasPre()) || t.ownFromInput()
+	inOK := j == 0 && t.noPre() || t.ownFromInput()
 	slot := func(r int) []byte {
 		if r == t.Rank && inOK {
 			if off, ok := ownInput(pl, g.SlotOff, g.Count); ok {
@@ -157,8 +157,12 @@ func (t *FlatTask) get(area FlatArea, k uint64, pl *algos.FlatPlan, j int, es in
 // reads (FlatPut.Own): a 2-rank reduce-scatter copies half its input into
 // its slot rather than all of it.
 func (t *FlatTask) ownFromInput() bool {
-	return (t.Fn == nil || !t.Fn.HasPre()) && !overlaps(t.In, t.Out)
+	return t.noPre() && !overlaps(t.In, t.Out)
 }
+
+// noPre reports whether the reduction has no pre-op: a slot then holds a
+// plain copy of what was put.
+func (t *FlatTask) noPre() bool { return t.Fn == nil || !t.Fn.HasPre() }
 
 // ownInput returns the Input offset of the count elements pl's puts copy
 // into this rank's slot at slotOff, if one put holds them all.
