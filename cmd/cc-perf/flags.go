@@ -182,7 +182,7 @@ func (f *flags) register(fs *pflag.FlagSet, coll *bench.Coll) {
 	i(&f.iters, "iters", "n", 1, unlimited, "timed iterations per row")
 	i(&f.agg, "agg_iters", "m", 1, 1<<20, "calls per iteration, aggregated between GroupStart and GroupEnd")
 	i(&f.warmup, "warmup_iters", "w", 0, unlimited, "warmup iterations for each size class (min, 2 x min, ... max)")
-	i(&f.cycles, "run_cycles", "N", 0, unlimited, "run and print the sweep this many times (0 = until interrupted)")
+	i(&f.cycles, "run_cycles", "N", 0, unlimited, "run and print the sweep this many times (0 = until interrupted; SIGUSR1 ends the run after the current sweep, exit 0)")
 	i(&f.parallelInit, "parallel_init", "p", 0, 1, "0/1: print nccl-tests' parallel-init line; communicators are always created concurrently here")
 	i(&f.check, "check", "c", 0, 1<<20, "data checks per measurement (0 = no check: #wrong prints N/A)")
 	fs.VarP(&f.ops, "op", "o", "reduction: sum, prod, max, min, avg, mulsum, or all")

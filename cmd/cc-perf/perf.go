@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/seed-760dd1f1/cc/cmd/cc-perf/internal/bench"
@@ -57,6 +61,8 @@ func (c benchComm) AllocRegistered(size int64) ([]byte, func() error, error) {
 
 // perf runs one benchmark: join or create the ranks, measure, report.
 func perf(ctx context.Context, cfg *config, e *env) error {
+	stopRequested, release := sweepStopSignal()
+	defer release()
 	params, id, nranks, err := discover(e, cfg.header.NThreads, cfg.header.NGpus)
 	if err != nil {
 		return err
@@ -124,6 +130,7 @@ func perf(ctx context.Context, cfg *config, e *env) error {
 		}
 	}
 	o.Now = time.Now
+	o.StopRequested = stopRequested
 	if cfg.runtimeStats {
 		o.Swept = runtimeStats(e.stderr, comms[0].Rank())
 	}
@@ -442,4 +449,30 @@ func redact(environ []string) []string {
 		out[i] = kv
 	}
 	return out
+}
+
+// sweepStopSignal returns bench.Options.StopRequested for SIGUSR1, which
+// ends a run of several sweeps (-N 0, -N above 1) after the current one,
+// footer and exit status as if it had been the last (ccrun, mpirun and
+// srun forward SIGUSR1 to every rank). Until release, SIGUSR1 no longer
+// kills the process: a one-sweep run goes on to its end.
+func sweepStopSignal() (requested func() bool, release func()) {
+	var got atomic.Bool
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ch:
+				got.Store(true)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return got.Load, func() {
+		signal.Stop(ch)
+		close(done)
+	}
 }

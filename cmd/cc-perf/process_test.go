@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,27 @@ func (p *proc) waitRows(t *testing.T, n int) {
 			t.Fatalf("cc-perf exited before %d rows: %v\n%s", n, p.err, p.output())
 		case <-hang:
 			t.Fatalf("no %d rows after 2 minutes:\n%s", n, p.output())
+		}
+	}
+}
+
+// waitLine returns when a line of stdout starts with prefix.
+func (p *proc) waitLine(t *testing.T, prefix string) {
+	t.Helper()
+	hang := time.After(2 * time.Minute) // a bound on a hang, not a timing assertion
+	for {
+		p.mu.Lock()
+		found := slices.ContainsFunc(p.stdout, func(l string) bool { return strings.HasPrefix(l, prefix) })
+		p.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("cc-perf exited before a line %q: %v\n%s", prefix, p.err, p.output())
+		case <-hang:
+			t.Fatalf("no line %q after 2 minutes:\n%s", prefix, p.output())
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
@@ -190,6 +212,66 @@ func TestSignalLeavesResults(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSIGUSR1EndsAfterSweep: in an endless two-process run (-N 0, sweeps of
+// 4 rows), SIGUSR1 to rank 1's process alone ends both after the same
+// sweep, as if it had been the last: exit 0, whole sweeps, the footer,
+// and a -J file ended by it. Then a one-sweep run goes on through SIGUSR1.
+func TestSIGUSR1EndsAfterSweep(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	procs := make([]*proc, 2)
+	for r := range procs {
+		procs[r] = startProc(t, launched(r, 2, port), "all_reduce", "-b", "8", "-e", "64", "-f", "2", "-n", "2", "-w", "0", "-N", "0",
+			"-J", filepath.Join(dir, "r"+strconv.Itoa(r)+".json"))
+	}
+	procs[0].waitRows(t, 5)
+	if err := procs[1].cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	for r, p := range procs {
+		if code, _ := p.wait(t); code != 0 {
+			t.Errorf("rank %d: exit %d, want 0; stderr:\n%s", r, code, &p.stderr)
+		}
+	}
+	_, lines := procs[0].wait(t)
+	rows := completeRows(lines)
+	if rows < 8 || rows%4 != 0 {
+		t.Errorf("%d rows, want whole sweeps of 4, two or more:\n%s", rows, procs[0].output())
+	}
+	if !slices.Contains(lines, "# Out of bounds values : 0 OK") {
+		t.Errorf("no footer:\n%s", procs[0].output())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "r0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results     []json.RawMessage `json:"results"`
+		OutOfBounds *json.RawMessage  `json:"out_of_bounds"`
+		Errors      []string          `json:"errors"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Results) != rows || doc.OutOfBounds == nil || len(doc.Errors) != 0 {
+		t.Errorf("r0.json: %d rows, footer %v, errors %q, parse error %v; want %d rows, a footer, no error", len(doc.Results), doc.OutOfBounds != nil, doc.Errors, err, rows)
+	}
+
+	// A one-sweep run goes on through SIGUSR1 (the default action would end
+	// the process). Rank 0 gets it while it waits for rank 1 to join: its
+	// header is out, so its handler is in, and it cannot have ended.
+	port = freePort(t)
+	one := []string{"all_reduce", "-b", "8", "-e", "64", "-f", "2", "-n", "2", "-w", "0"}
+	p0 := startProc(t, launched(0, 2, port), one...)
+	p0.waitLine(t, "# nThread ")
+	if err := p0.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	p1 := startProc(t, launched(1, 2, port), one...)
+	for r, p := range []*proc{p0, p1} {
+		if code, lines := p.wait(t); code != 0 || (r == 0 && completeRows(lines) != 4) {
+			t.Errorf("one sweep, SIGUSR1 to rank 0 before it: rank %d exit %d, %d rows; want 0 and rank 0 all 4; stderr:\n%s", r, code, completeRows(lines), &p.stderr)
+		}
 	}
 }
 

@@ -141,20 +141,28 @@ func (j *job) waitStderr(t *testing.T, re *regexp.Regexp, limit time.Duration) [
 }
 
 // waitStream waits until the stream collected in b matches re, at most limit.
-func (j *job) waitStream(t *testing.T, b *syncBuf, re *regexp.Regexp, limit time.Duration) []string {
+func (j *job) waitStream(t *testing.T, b *syncBuf, re *regexp.Regexp, limit time.Duration) (m []string) {
+	t.Helper()
+	j.waitFor(t, fmt.Sprint(re), limit, func() bool {
+		m = re.FindStringSubmatch(b.String())
+		return m != nil
+	})
+	return m
+}
+
+// waitFor waits until cond holds (what says what it checks), at most limit; the test fails
+// if ccrun exits first.
+func (j *job) waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
-	for {
-		if m := re.FindStringSubmatch(b.String()); m != nil {
-			return m
-		}
+	for !cond() {
 		select {
 		case <-j.done:
-			t.Fatalf("ccrun exited (%d) before printing %v; stdout:\n%s\nstderr:\n%s", j.code, re, j.out, j.err)
+			t.Fatalf("ccrun exited (%d) before %s; stdout:\n%s\nstderr:\n%s", j.code, what, j.out, j.err)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %v in ccrun's output after %v; stdout:\n%s\nstderr:\n%s", re, limit, j.out, j.err)
+			t.Fatalf("no %s in ccrun's output after %v; stdout:\n%s\nstderr:\n%s", what, limit, j.out, j.err)
 		}
 	}
 }
@@ -203,18 +211,25 @@ func (tb *testbed) args(extra ...string) []string {
 
 var wrongRe = regexp.MustCompile(`(?m)^(?:\[1,0\]<stdout>:)?\s*(\d+)\s+(\d+)\s+float\s+(?:sum|none)\s+-1\s+\S+\s+\S+\s+\S+\s+(\d+)\s+\S+\s+\S+\s+\S+\s+(\d+)\s*$`)
 
-// checkRows checks every data row of a cc-perf table has #wrong 0 out of and in place.
+// checkRows checks that out holds wantRows data rows of a cc-perf table, each #wrong 0 out of and in place.
 func checkRows(t *testing.T, out string, wantRows int) {
 	t.Helper()
-	rows := wrongRe.FindAllStringSubmatch(out, -1)
-	if len(rows) != wantRows {
-		t.Errorf("got %d data rows, want %d; output:\n%s", len(rows), wantRows, out)
+	if rows := checkWrong(t, out); rows != wantRows {
+		t.Errorf("got %d data rows, want %d; output:\n%s", rows, wantRows, out)
 	}
+}
+
+// checkWrong checks that every data row of out has #wrong 0 both halves, and returns the
+// number of rows.
+func checkWrong(t *testing.T, out string) int {
+	t.Helper()
+	rows := wrongRe.FindAllStringSubmatch(out, -1)
 	for _, r := range rows {
 		if r[3] != "0" || r[4] != "0" {
 			t.Errorf("size %s: #wrong %s (out of place), %s (in place), want 0", r[1], r[3], r[4])
 		}
 	}
+	return len(rows)
 }
 
 func TestE2EAllReduce8Ranks(t *testing.T) {

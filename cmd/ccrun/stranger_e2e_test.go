@@ -7,10 +7,12 @@ package main
 // without the job secret. The job must not notice: it runs to #wrong 0 and exit 0, says
 // at most one line per stranger, and no process of it grows by more than strangerRSS.
 //
-// The attack is not raced against the job's end: it runs while one rank is stopped
-// (SIGSTOP) mid-sweep, so the others wait in a collective for it and the job cannot end
-// however long the strangers take; the stopped rank's own sockets are attacked in a second
-// phase while another rank is stopped.
+// The attack is not raced against the job's end: the sweep repeats until asked to stop
+// (-N 0), and the attack runs while one rank is stopped (SIGSTOP) mid-sweep, so the others
+// wait in a collective for it however long the strangers take; the stopped rank's own
+// sockets are attacked in a second phase while another rank is stopped. After a whole sweep
+// more, SIGUSR1 to ccrun (forwarded to every rank) ends the job after its current sweep,
+// as if it had been the last: the job's own end, exit 0, not a teardown.
 
 import (
 	"bytes"
@@ -223,13 +225,14 @@ func jobIDOf(t *testing.T, pid int) string {
 	return ""
 }
 
-// strangersDuringJob runs ccrun with args (a cc-perf sweep of several rows with -c 1),
-// attacks every listener of every process of the job (those whose command line holds the
-// test binaries' directory), and checks that the job ran to exit 0 with every row #wrong
-// 0, at most one line of its output naming each stranger, and no process grown by more
-// than strangerRSS. wantRows is the number of data rows; minListeners the number of
-// listening sockets the job must have (else the test proves nothing).
-func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string) {
+// strangersDuringJob runs ccrun with args (an endless cc-perf sweep of sweepRows rows with
+// -c 1), attacks every listener of every process of the job (those whose command line holds
+// the test binaries' directory), lets the job run a whole sweep more, ends it with SIGUSR1
+// and checks that it ran to exit 0 with whole sweeps of rows all #wrong 0, at most one line
+// of its output naming each stranger, and no process grown by more than strangerRSS.
+// minListeners is the number of listening sockets the job must have (else the test proves
+// nothing).
+func strangersDuringJob(t *testing.T, sweepRows, minListeners int, args ...string) {
 	t.Helper()
 	bin, _ := binaries(t)
 	marker := bin[:strings.LastIndex(bin, "/")]
@@ -250,7 +253,6 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 	for _, p := range procs {
 		rss[p] = vmRSS(p)
 	}
-	rowsBefore := len(wrongRe.FindAllString(j.out.String(), -1))
 	errBefore := len(j.err.String())
 	// Phase 1: rank 0 stopped, everyone else's sockets; phase 2: rank 1 stopped, rank 0's.
 	var calls []call
@@ -276,18 +278,30 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 			t.Fatalf("continue pid %d: %v", phase.stop, err)
 		}
 	}
-	attacked := time.Now()
+	// A whole sweep after the strangers: every size ran again.
+	rowsAfter := len(wrongRe.FindAllString(j.out.String(), -1)) + sweepRows
+	j.waitFor(t, fmt.Sprintf("%d data rows", rowsAfter), 3*time.Minute, func() bool {
+		return len(wrongRe.FindAllString(j.out.String(), -1)) >= rowsAfter
+	})
+	errAtEnd := len(j.err.String())
+	if err := j.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
 	code := j.wait(t, 5*time.Minute)
-	t.Logf("%d strangers on %d sockets of %d processes; the job ended %v after the last", len(calls), len(all), len(procs), time.Since(attacked).Round(time.Millisecond))
 	for _, c := range calls {
 		c.conn.Close()
 	}
 	if code != 0 {
-		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
+		t.Fatalf("exit %d after SIGUSR1, want 0 (the job's end after its sweep); stdout:\n%s\nstderr:\n%s", code, j.out, j.err)
 	}
-	checkRows(t, j.out.String(), wantRows)
-	if rows := len(wrongRe.FindAllString(j.out.String(), -1)); rows <= rowsBefore {
-		t.Errorf("no row after the strangers (%d before, %d in all): the attack did not run during the sweep", rowsBefore, rows)
+	rows := checkWrong(t, j.out.String())
+	t.Logf("%d strangers on %d sockets of %d processes; the job ran %d rows in all, the last %d or more after the last stranger",
+		len(calls), len(all), len(procs), rows, sweepRows)
+	if rows < rowsAfter || rows%sweepRows != 0 {
+		t.Errorf("%d data rows, want whole sweeps of %d, %d rows or more", rows, sweepRows, rowsAfter)
+	}
+	if !strings.Contains(j.out.String(), "# Out of bounds values : 0 OK") {
+		t.Errorf("no footer after SIGUSR1; stdout:\n%s", j.out)
 	}
 	// At most one line per stranger, naming it by its address. The kernel reuses a
 	// source port for a connection to another listener once the earlier one has closed,
@@ -305,7 +319,7 @@ func strangersDuringJob(t *testing.T, wantRows, minListeners int, args ...string
 			t.Errorf("stranger %q from %s on pid %d's %v: %d lines, want at most one:\n%s", c.name, c.local, c.to.pid, c.to.addr, len(named), strings.Join(named, "\n"))
 		}
 	}
-	if extra := strangerLines(j.err.String()[errBefore:], calls); len(extra) > 0 {
+	if extra := strangerLines(j.err.String()[errBefore:errAtEnd], calls); len(extra) > 0 {
 		t.Errorf("lines of stderr naming no stranger:\n%s", strings.Join(extra, "\n"))
 	}
 }
@@ -340,9 +354,11 @@ func strangerLines(stderr string, calls []call) []string {
 var strangerLogs = []string{"-v", "-x", "NCCL_DEBUG=WARN"}
 
 // strangerSweep is the cc-perf sweep of the stranger tests: 8 B .. 512 KiB by 4, 9 rows,
-// data checked, three times (27 rows): after the first row, the ranks the test stops have
-// two sweeps and more to go.
-var strangerSweep = []string{"all_reduce", "-b", "8", "-e", "1M", "-f", "4", "-c", "1", "-w", "1", "-n", "5", "-N", "3"}
+// data checked, until SIGUSR1 (-N 0).
+var strangerSweep = []string{"all_reduce", "-b", "8", "-e", "1M", "-f", "4", "-c", "1", "-w", "1", "-n", "5", "-N", "0"}
+
+// strangerSweepRows is the rows of one strangerSweep.
+const strangerSweepRows = 9
 
 // TestStrangersLocal: 4 ranks on this machine (shared memory and loopback TCP): ccrun's
 // root and the 4 ranks' data listeners.
@@ -351,7 +367,7 @@ func TestStrangersLocal(t *testing.T) {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
 	_, perf := binaries(t)
-	strangersDuringJob(t, 27, 5, append(append(append(strangerLogs, npFlags(4)...), perf), strangerSweep...)...)
+	strangersDuringJob(t, strangerSweepRows, 5, append(append(append(strangerLogs, npFlags(4)...), perf), strangerSweep...)...)
 }
 
 // TestE2EStrangersAgents: 4 ranks on tb1 and tb2 through their agents: ccrun's root, the
@@ -359,7 +375,7 @@ func TestStrangersLocal(t *testing.T) {
 func TestE2EStrangersAgents(t *testing.T) {
 	tb := needTestbed(t)
 	_, perf := binaries(t)
-	strangersDuringJob(t, 27, 5, append(append(strangerLogs, "--ssh-config", tb.sshConfig, "-H", tb.addr(1)+":2,"+tb.addr(2)+":2", "-np", "4", perf), strangerSweep...)...)
+	strangersDuringJob(t, strangerSweepRows, 5, append(append(strangerLogs, "--ssh-config", tb.sshConfig, "-H", tb.addr(1)+":2,"+tb.addr(2)+":2", "-np", "4", perf), strangerSweep...)...)
 }
 
 // TestE2EStrangersCollNet: a CollNet job (8 ranks on tb1..tb4, the aggregation server on
@@ -368,5 +384,5 @@ func TestE2EStrangersAgents(t *testing.T) {
 func TestE2EStrangersCollNet(t *testing.T) {
 	tb := needTestbed(t)
 	_, perf := binaries(t)
-	strangersDuringJob(t, 27, 10, append(strangerLogs, tb.collnetArgs(perf, strangerSweep...)...)...)
+	strangersDuringJob(t, strangerSweepRows, 10, append(strangerLogs, tb.collnetArgs(perf, strangerSweep...)...)...)
 }

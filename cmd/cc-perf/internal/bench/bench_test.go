@@ -478,6 +478,47 @@ func TestRunCancel(t *testing.T) {
 	}
 }
 
+// TestRunStopRequested: in an endless run (-N 0) on 3 ranks, StopRequested
+// says true once, to one rank (the 5th question: sweep 1, whichever rank
+// asks second), and never again: every rank stops after sweep 1, which is
+// whole, and Run ends as a finished run would, with its summary. With -N 1
+// it is never asked.
+func TestRunStopRequested(t *testing.T) {
+	c, _ := Lookup("all_reduce")
+	o := smallOptions(c)
+	o.Types, o.Ops = o.Types[:1], o.Ops[:1]
+	var mu sync.Mutex
+	asked := 0
+	o.StopRequested = func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		return asked == 5
+	}
+	o.Cycles = 0
+	rec, sum, err := runFake(t, 3, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Cycles = 1
+	perSweep := o.Rows(3)
+	if len(rec.rows) != 2*perSweep || asked != 6 {
+		t.Errorf("%d rows and %d questions, want 2 sweeps (%d rows) and 2 per rank", len(rec.rows), asked, 2*perSweep)
+	}
+	for i, r := range rec.rows {
+		if r.Cycle != i/perSweep {
+			t.Errorf("row %d: sweep %d, want %d", i, r.Cycle, i/perSweep)
+		}
+	}
+	if sum.OutOfBounds != 0 || !(sum.AvgBusBW > 0) {
+		t.Errorf("summary %+v, want 0 out of bounds and a bandwidth", sum)
+	}
+	asked = 0
+	if _, _, err := runFake(t, 3, o, nil); err != nil || asked != 0 {
+		t.Errorf("-N 1: error %v, %d questions; want none", err, asked)
+	}
+}
+
 func TestRunBadRanks(t *testing.T) {
 	c, _ := Lookup("hypercube")
 	if _, _, err := runFake(t, 3, smallOptions(c), nil); err == nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -144,10 +145,15 @@ func (k *rank) run(ctx context.Context, dev Device) (Summary, error) {
 	if !k.coll.LoopsOps() {
 		ops = []reduce.Op{reduce.Sum} // unused by the collective
 	}
+sweeps:
 	for _, dt := range k.o.Types {
 		for _, op := range ops {
 			for _, root := range k.roots() {
-				if err := k.timeTest(ctx, dt, op, root); err != nil {
+				err := k.timeTest(ctx, dt, op, root)
+				if errors.Is(err, errStopRequested) {
+					break sweeps
+				}
+				if err != nil {
 					return Summary{}, err
 				}
 			}
@@ -244,8 +250,28 @@ func (k *rank) timeTest(ctx context.Context, dt reduce.DataType, op reduce.Op, r
 		if k.o.Swept != nil {
 			k.o.Swept(k.job, cycle)
 		}
+		if k.o.StopRequested != nil && (k.o.Cycles == 0 || cycle+1 < k.o.Cycles) {
+			if stop, err := k.stopRequested(); err != nil || stop {
+				return cmp.Or(err, errStopRequested)
+			}
+		}
 	}
 	return nil
+}
+
+// errStopRequested is timeTest's return when Options.StopRequested ended
+// the run after a sweep: no failure.
+var errStopRequested = errors.New("stop requested after a sweep")
+
+// stopRequested says whether Options.StopRequested said true on any rank of
+// the job: every rank asks it once and they add up the answers.
+func (k *rank) stopRequested() (bool, error) {
+	var mine int64
+	if k.o.StopRequested() {
+		mine = 1
+	}
+	n, err := k.sumInt64(mine)
+	return n > 0, err
 }
 
 func (k *rank) setup(size int64) {

@@ -57,6 +57,14 @@ type Options struct {
 	// rank of the job and Run returns a *TimeoutError. 0: no limit.
 	Timeout time.Duration
 
+	// StopRequested, when set, is asked at the end of every sweep after
+	// which another would run (-N 0, or -N above 1): once it has said true
+	// on any rank, every rank ends the run there, as if that sweep were
+	// the last (cc-perf sets it from SIGUSR1). The ranks agree on it with
+	// one small all-reduce on the control communicator per sweep, so they
+	// stop at the same sweep whenever the request reached each of them.
+	StopRequested func() bool
+
 	// Now is the clock for row timestamps; nil means time.Now.
 	Now func() time.Time
 
