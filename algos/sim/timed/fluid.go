@@ -25,6 +25,56 @@ type resource struct {
 	left     float64 // solve's scratch
 	count    int     // solve's scratch: unfrozen users
 	mark     int     // component search's stamp
+	bucket   *tokenBucket
+}
+
+// tokenBucket is a link's token bucket (Params.Bucket): its resource's
+// capacity is peak while tokens last, else rate. Tokens change at
+// rate - used, which is constant between two settlings, and are settled
+// with the resource's busy integral.
+type tokenBucket struct {
+	rate, peak, size float64
+	tokens           float64 // at the resource's t0
+	gen              int64   // bumped at every solve: older evBucket events are stale
+}
+
+// dry is how few tokens count as none: what float rounding leaves of a
+// bucket that ran dry on time.
+func (b *tokenBucket) dry() bool { return b.tokens <= b.size*1e-9 }
+
+// bucketDry handles resource ri's bucket running dry at a time scheduled
+// in generation gen: its users are re-solved, at the link's rate.
+func (s *Sim) bucketDry(ri int, gen int64) {
+	r := &s.res[ri]
+	if r.bucket.gen != gen {
+		return // solved again since: another event stands for it
+	}
+	s.settleRes(r)
+	s.touched = append(s.touched, r.users...)
+}
+
+// setCapacity gives a resource with a bucket its capacity for the solve
+// that follows.
+func setCapacity(r *resource) {
+	if b := r.bucket; b != nil {
+		if b.dry() {
+			b.tokens, r.capacity = 0, b.rate
+		} else {
+			r.capacity = b.peak
+		}
+	}
+}
+
+// scheduleDry schedules, after a solve, when resource ri's bucket runs dry
+// at its users' new rates.
+func (s *Sim) scheduleDry(ri int) {
+	r := &s.res[ri]
+	b := r.bucket
+	b.gen++
+	if r.capacity == b.peak && r.used > b.rate {
+		s.seq++
+		s.heap.push(event{t: s.now + b.tokens/(r.used-b.rate), seq: s.seq, kind: evBucket, a: ri, gen: b.gen})
+	}
 }
 
 // activity is work in progress: remaining units at time t0, at most cap
@@ -62,10 +112,13 @@ func (s *Sim) settle(a *activity) {
 	a.t0 = s.now
 }
 
-// settleRes brings r's busy integral up to now.
+// settleRes brings r's busy integral, and its bucket's tokens, up to now.
 func (s *Sim) settleRes(r *resource) {
 	if r.capacity > 0 {
 		r.busy += r.used * (s.now - r.t0) / r.capacity
+	}
+	if b := r.bucket; b != nil {
+		b.tokens = min(b.size, max(0, b.tokens+(b.rate-r.used)*(s.now-r.t0)))
 	}
 	r.t0 = s.now
 }
@@ -159,6 +212,7 @@ func (s *Sim) component(seed *activity) {
 	}
 	for _, ri := range res {
 		s.settleRes(&s.res[ri])
+		setCapacity(&s.res[ri])
 	}
 	old := s.old[:0]
 	for _, a := range acts {
@@ -171,6 +225,9 @@ func (s *Sim) component(seed *activity) {
 		r.used = 0
 		for _, u := range r.users {
 			r.used += u.rate
+		}
+		if r.bucket != nil {
+			s.scheduleDry(ri)
 		}
 	}
 	for i, a := range acts {

@@ -25,7 +25,10 @@
 // between hosts its wire bytes queue on the connection's flow (one TCP
 // stream), and it arrives Alpha after the flow has drained it. Flows share
 // each host's uplink and downlink (and a leaf's uplink to the spine) by
-// max-min fairness, each at most FlowCap.
+// max-min fairness, each at most FlowCap. With a Bucket a host link is a
+// token bucket: what it saved while below its rate it spends at up to the
+// bucket's peak, and the call is replayed twice so that it starts with
+// the tokens the call before it left, as calls back to back do.
 //
 // Beta is the calibration's bus bandwidth (runtime/tune: what one channel
 // of a ring streams per link): a ring rank's stages then take exactly its
@@ -42,6 +45,7 @@ package timed
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -71,6 +75,18 @@ type LeafSpine struct {
 	Oversub      float64
 }
 
+// Bucket is a token bucket on every host's uplink and downlink, as a
+// shaper (Linux tbf) or a cloud's egress limit has: a link that has run
+// below its rate saves the difference, up to Size bytes, and spends it at
+// up to Peak. A link starts the call with what the same call before it
+// left (Run). Without one a link never exceeds its rate, and a transfer
+// that fits a shaper's bucket, or follows a link's idle phase, is
+// predicted slower than it goes.
+type Bucket struct {
+	Size float64 // bytes
+	Peak float64 // bytes per ns while the bucket holds tokens, above the link's rate
+}
+
 // Params are what a Run is given.
 type Params struct {
 	Topo        *algos.Topo
@@ -95,8 +111,10 @@ type Params struct {
 	// (GB/s); 0 means unlimited. FlowCap bounds one connection's flow
 	// (0: unlimited).
 	Uplink, Downlink, FlowCap float64
-	SlowLinks                 []SlowLink
-	Fabric                    *LeafSpine // nil: a non-blocking fabric
+	// Bucket, when not nil, gives the uplinks and downlinks a token bucket.
+	Bucket    *Bucket
+	SlowLinks []SlowLink
+	Fabric    *LeafSpine // nil: a non-blocking fabric
 
 	// Wrap says that Topo is one host standing for every host of a ring
 	// rotated by one host (a folded replay): a connection from a rank to a
@@ -196,14 +214,16 @@ type event struct {
 	seq  int64
 	c    *conn
 	act  *activity
-	a    int // actor index
+	a    int // actor index; evBucket: resource index
 	kind int
+	gen  int64 // evBucket: the bucket's generation it was scheduled in
 }
 
 const (
 	evStart = iota
 	evArrive
 	evCredit
+	evBucket // a token bucket runs dry
 )
 
 // timeline is a heap of things that happen at a time, in the order they
@@ -324,13 +344,36 @@ type Sim struct {
 
 // Run replays channels[c][r], rank r's schedule on channel c, for every
 // rank and channel, and returns when the last Op ends.
+//
+// With a Bucket the call is replayed twice: the first starts with empty
+// buckets (a call before it spent them), the second with what the first
+// left, as calls back to back find them; the second's is the Result.
 func Run(p *Params, channels [][]algos.Schedule) (Result, error) {
 	if err := check(p); err != nil {
 		return Result{}, err
 	}
+	if p.Bucket == nil {
+		r, _, err := run(p, channels, nil)
+		return r, err
+	}
+	_, left, err := run(p, channels, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	r, _, err := run(p, channels, left)
+	return r, err
+}
+
+// run replays the call once, its links' buckets starting with tokens
+// (by resource; nil: empty), and returns the tokens they hold at its end.
+func run(p *Params, channels [][]algos.Schedule, tokens map[int]float64) (Result, map[int]float64, error) {
 	s := &Sim{p: p}
 	if err := s.build(channels); err != nil {
-		return Result{}, err
+		return Result{}, nil, err
+	}
+	for ri, t := range tokens {
+		s.res[ri].bucket.tokens = t
+		setCapacity(&s.res[ri])
 	}
 	for i := range s.actors {
 		late := 0.0
@@ -340,9 +383,17 @@ func Run(p *Params, channels [][]algos.Schedule) (Result, error) {
 		s.at(p.Start+late, evStart, nil, i)
 	}
 	if err := s.loop(); err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
-	return s.result(), nil
+	r := s.result()
+	left := map[int]float64{}
+	for i := range s.res {
+		if b := s.res[i].bucket; b != nil {
+			// Idle since it was settled: it refills until the call ends.
+			left[i] = min(b.size, b.tokens+b.rate*(r.Time-s.res[i].t0))
+		}
+	}
+	return r, left, nil
 }
 
 func check(p *Params) error {
@@ -358,6 +409,8 @@ func check(p *Params) error {
 		return fmt.Errorf("slow hosts for %d hosts: need one per host (%d)", len(p.SlowHost), p.Topo.NHosts())
 	case p.Fabric != nil && (p.Fabric.HostsPerLeaf < 1 || p.Fabric.Oversub < 1 || p.Uplink <= 0):
 		return fmt.Errorf("leaf/spine fabric %+v: need at least 1 host per leaf, oversubscription at least 1 and a host uplink rate", *p.Fabric)
+	case p.Bucket != nil && !(p.Bucket.Size > 0 && p.Bucket.Peak > max(p.Uplink, p.Downlink) && max(p.Uplink, p.Downlink) > 0 && !math.IsInf(p.Bucket.Peak, 1)):
+		return fmt.Errorf("token bucket %+v: need a host link rate, a size above 0 and a finite peak above the link rate", *p.Bucket)
 	}
 	return nil
 }
@@ -466,6 +519,8 @@ func (s *Sim) loop() error {
 		case evCredit:
 			e.c.credits += s.p.Geometry.SliceSteps
 			s.work = append(s.work, e.c.producer)
+		case evBucket:
+			s.bucketDry(e.a, e.gen)
 		}
 	}
 }

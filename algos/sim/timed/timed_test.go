@@ -48,6 +48,66 @@ func TestOneFlowOneLink(t *testing.T) {
 	}
 }
 
+func TestTokenBucket(t *testing.T) {
+	// A 0.1 GB/s uplink with a 90 kB bucket spent at up to 1 GB/s, 50 µs
+	// latency, free CPU; rank 0 starts 900 µs late, so that its link,
+	// idle until then, has a full bucket whatever the call before left.
+	// A full bucket runs dry after B/(P-R) ns, having moved P times that;
+	// the rest goes at R: S bytes take (S-B)/R in all when S > B P/(P-R)
+	// (100 kB here), else S/P. One slice or many, the same.
+	const late = 9e5
+	for _, step := range []int{1 << 20, 1 << 14} {
+		for _, tc := range []struct{ bytes, want float64 }{
+			{1e6, late + 50000 + (1e6-9e4)/0.1},
+			{5e4, late + 50000 + 5e4/1},
+			{1e5, late + 50000 + 1e5/1}, // runs dry on the last byte
+		} {
+			p := &timed.Params{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: step, ElemSize: 4, LateStart: []float64{late, 0},
+				Inter: timed.Class{Alpha: 50000}, Uplink: 0.1, Bucket: &timed.Bucket{Size: 9e4, Peak: 1}}
+			if res := run(t, p, oneWay(int64(tc.bytes/4))); !near(res.Time, tc.want) {
+				t.Errorf("step %d, %.0f bytes: %.1f ns, want %.1f", step, tc.bytes, res.Time, tc.want)
+			}
+		}
+	}
+	// Calls back to back: rank 0 sends 1 MB, rank 1 answers 4 bytes, rank
+	// 0 sends 1 MB again; 100 µs latency, a 100 kB bucket. The call
+	// starts with what the one before left: host 0's link idled for the
+	// last latency, 0.1 x 1e5 = 1e4 bytes, so the first 1 MB drains at
+	// (1e6-1e4)/0.1. The answer leaves host 1 at its peak (its bucket
+	// filled while it waited), 4 ns; host 0's link, dry, refilled for the
+	// 200004 ns until the second 1 MB, which the second spends at 1 GB/s.
+	twice := []algos.Schedule{
+		algos.Single([]algos.Op{
+			{RecvFrom: algos.NoPeer, SendTo: 1, Src: algos.Input, Count: 250000},
+			{RecvFrom: 1, SendTo: algos.NoPeer, Dst: algos.Output, Count: 1},
+			{RecvFrom: algos.NoPeer, SendTo: 1, Src: algos.Input, Count: 250000},
+		}),
+		algos.Single([]algos.Op{
+			{RecvFrom: 0, SendTo: algos.NoPeer, Dst: algos.Output, Count: 250000},
+			{RecvFrom: algos.NoPeer, SendTo: 0, Src: algos.Input, Count: 1},
+			{RecvFrom: 0, SendTo: algos.NoPeer, Dst: algos.Output, Count: 250000},
+		}),
+	}
+	p := &timed.Params{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 1 << 22, ElemSize: 4,
+		Inter: timed.Class{Alpha: 100000}, Uplink: 0.1, Bucket: &timed.Bucket{Size: 1e5, Peak: 1}}
+	drained := (1e6 - 0.1*100000) / 0.1
+	second := drained + 100000 + 4 + 100000 // its first arrives, the answer leaves and arrives
+	want := second + (1e6-0.1*(second-drained))/0.1 + 100000
+	if res := run(t, p, twice); !near(res.Time, want) {
+		t.Errorf("two transfers 200 µs apart: %.1f ns, want %.1f", res.Time, want)
+	}
+	// A rate and no host link, or a peak not above the rate: refused.
+	for _, bad := range []*timed.Params{
+		{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 4096, ElemSize: 4, Bucket: &timed.Bucket{Size: 1e5, Peak: 1}},
+		{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 4096, ElemSize: 4, Uplink: 0.1, Bucket: &timed.Bucket{Size: 1e5, Peak: 0.1}},
+		{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 4096, ElemSize: 4, Uplink: 0.1, Bucket: &timed.Bucket{Size: 0, Peak: 1}},
+	} {
+		if _, err := timed.Run(bad, [][]algos.Schedule{oneWay(8)}); err == nil || !strings.Contains(err.Error(), "token bucket") {
+			t.Errorf("bucket %+v, uplink %g: error %v, want the token bucket refused", *bad.Bucket, bad.Uplink, err)
+		}
+	}
+}
+
 func TestSocketStreamsWhatTheStageProduces(t *testing.T) {
 	// One slice of 1 MB between hosts, CPU at 0.25 GB/s and the link at
 	// 0.1 GB/s: the socket carries the bytes as the sender's stage makes
