@@ -5,14 +5,16 @@
 #      and freeze the constants in DIR/consts.json (or take --consts FILE and skip this);
 #   2. predict, before anything is measured: cc-perf predict all_reduce --hosts H
 #      --shared-cores 2 --consts DIR/consts.json --algo ring,tree --proto Simple
-#      [--link RATE] for every host count and shape, into DIR/pred-H-SHAPE.json;
+#      [--link RATE --burst BUCKET] (the bucket of the testbed's shaper at RATE) for every
+#      host count and shape, into DIR/pred-H-SHAPE.json;
 #   3. measure: for every shape (links of every host shaped with scripts/testbed.sh shape
 #      all --rate RATE, or unshaped), every host count (one rank per host) and --reps times
 #      ring then tree (NCCL_ALGO, NCCL_PROTO=Simple), cc-perf all_reduce -J into
 #      DIR/meas-H-SHAPE-ALGO-REP-{small,large}.json: the sizes up to --small with -w 10
-#      -n 20 (the warmup drains tc tbf's bucket, 128 KiB on the testbed, so that the timed
-#      calls see the link's rate, not its burst; with few calls a 64 KiB all-reduce at 1 Gbit
-#      measured 3 times faster than its link allows), the larger ones with -w and -n; a
+#      -n 20 (the warmup drains tc tbf's bucket, 128 KiB at 1 Gbit on the testbed, so that the
+#      timed calls see what calls back to back see, which predict --burst replays; with few
+#      calls a 64 KiB all-reduce at 1 Gbit measured 3 times faster than its link allows),
+#      the larger ones with -w and -n; a
 #      point's measurement is the median of its out-of-place and in-place times over the
 #      repetitions;
 #   4. print predicted against measured per point and the acceptance's verdict over the
@@ -192,11 +194,11 @@ else
 fi
 
 # 2. predict, before any measurement
-echo "# 2. predict: cc-perf predict all_reduce --hosts H --shared-cores 2 --consts $consts --algo ring,tree --proto Simple -b $minb -e MAX -f $factor [--link RATE]"
+echo "# 2. predict: cc-perf predict all_reduce --hosts H --shared-cores 2 --consts $consts --algo ring,tree --proto Simple -b $minb -e MAX -f $factor [--link RATE --burst \$(testbed.sh bucket RATE)]"
 for sh in ${shapes//,/ }; do
 	s=$(rate_of "$sh")
 	link=()
-	[ "$s" = none ] || link=(--link "$s")
+	[ "$s" = none ] || link=(--link "$s" --burst "$("$testbed" bucket "$s")")
 	for h in ${hosts//,/ }; do
 		"$bin/cc-perf" predict all_reduce --hosts "$h" --shared-cores 2 --consts "$consts" \
 			--algo ring,tree --proto Simple -b "$minb" -e "$(max_of "$sh")" -f "$factor" "${link[@]}" \

@@ -18,6 +18,8 @@
 #   scripts/testbed.sh run CMD...            up unless up, CMD with the env, then down
 #                                            what this call brought up
 #   scripts/testbed.sh run-e2e [go test flags]   run ccrun's end-to-end tests that way
+#   scripts/testbed.sh bucket R              the bytes of the token bucket a host shaped to
+#                                            rate R gets (cc-perf predict --burst)
 #   scripts/testbed.sh install [--slurm]     apt-get install what up needs (--slurm: and
 #                                            Slurm and MUNGE)
 #
@@ -743,6 +745,11 @@ env) cmd_env "$@" ;;
 cut) cmd_link down "$@" ;;
 heal) cmd_link up "$@" ;;
 shape) cmd_shape "$@" ;;
+bucket)
+	[ $# = 1 ] && rate_bytes "$1" >/dev/null || usage_error "usage: scripts/testbed.sh bucket RATE (a number with kbit, mbit or gbit: 100mbit)"
+	b=$(tbf_bucket "$1")
+	echo "${b:-$(burst_of "$1")}"
+	;;
 ssh)
 	[ $# -ge 1 ] || usage_error "usage: scripts/testbed.sh ssh HOST [CMD...]"
 	load_state

@@ -28,7 +28,7 @@ type predictFlags struct {
 	minBytes, maxBytes        cli.Size
 	stepFactor, root, showAlg int
 	link, consts, algo, proto string
-	json, leafSpine           string
+	json, leafSpine, burst    string
 	slowHosts, slowLinks      []string
 	lateStarts                []string
 	maxTransfers              int64
@@ -45,6 +45,7 @@ func (f *predictFlags) register(fs *pflag.FlagSet) {
 	i(&f.hosts, "hosts", "", 1, 1<<20, "hosts in the cluster (required)")
 	i(&f.ppn, "ranks-per-host", "", 1, 1024, "ranks on each host, numbered host by host")
 	fs.StringVar(&f.link, "link", "", "each host's NIC: RATE[,LATENCY], tc units (100mbit, 1gbit, 25gbit; 12.5mbps is bytes) and a latency added to every hop between hosts (50us, 1ms); default unlimited: the calibration's transport alone")
+	fs.StringVar(&f.burst, "burst", "", "each host link's token bucket, as a shaper (tc's tbf) or a cloud's egress limit has: SIZE[,RATE], SIZE bytes (-b's syntax) an idle link may send at up to RATE (--link's units; default 10 x the link's rate) before it falls back to its rate (needs --link)")
 	fs.StringVar(&f.consts, "consts", "", "calibration constants (cc-perf calibrate's file, the CC_TUNE_FILE format); default CC_TUNE_FILE, else the built-in constants")
 	fs.StringVar(&f.algo, "algo", "", "algorithms to replay, comma-separated (ring, tree, ctring, recdbl, rabenseifner); default every modelled one the tuner may pick")
 	fs.StringVar(&f.proto, "proto", "", "protocols, comma-separated (LL, LL128, Simple); default all")
@@ -146,6 +147,11 @@ func (f *predictFlags) config(c *bench.Coll, hostsSet bool, e *env) (*predict.Co
 	var err error
 	if cfg.LinkRate, cfg.LinkLatency, err = parseLink(f.link); err != nil {
 		return nil, usagef("--link %q: %v", f.link, err)
+	}
+	if f.burst != "" {
+		if cfg.Burst, err = parseBurst(f.burst, cfg.LinkRate); err != nil {
+			return nil, usagef("--burst %q: %v", f.burst, err)
+		}
 	}
 	if cfg.Consts, err = f.loadConsts(e); err != nil {
 		return nil, err
@@ -276,6 +282,23 @@ func parseLink(s string) (rate, latency float64, err error) {
 		latency = float64(d.Nanoseconds())
 	}
 	return rate, latency, nil
+}
+
+// parseBurst reads --burst: SIZE[,RATE], the peak 10 x linkRate unless
+// given.
+func parseBurst(s string, linkRate float64) (*timed.Bucket, error) {
+	size, rate, hasRate := strings.Cut(s, ",")
+	n, err := cli.ParseSize(strings.TrimSpace(size))
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("size %q: want bytes >= 1, or with a K, M or G suffix (128K)", size)
+	}
+	b := &timed.Bucket{Size: float64(n), Peak: 10 * linkRate}
+	if hasRate {
+		if b.Peak, _, err = parseLink(rate); err != nil || b.Peak == 0 {
+			return nil, fmt.Errorf("rate %q: want a number > 0 with tc's units (10gbit)", rate)
+		}
+	}
+	return b, nil
 }
 
 // parseAlgos reads a comma-separated list of algorithm names, any case.

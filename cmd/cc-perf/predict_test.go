@@ -22,6 +22,7 @@ func TestPredictGolden(t *testing.T) {
 		{"predict_ring_tree_1gbit.txt", []string{"predict", "all_reduce", "--hosts", "4", "--link", "1gbit,50us", "-b", "4K", "-e", "4M", "-f", "16", "-A", "1", "--algo", "ring,tree"}},
 		{"predict_allgather_whatif.txt", []string{"predict", "all_gather", "--hosts", "4", "--ranks-per-host", "2", "--link", "100mbit", "-b", "64K", "-e", "1M", "-f", "4",
 			"--slow-link", "0-1=4", "--late-start", "3=200us", "--slow-host", "2=1.5", "--cores", "1"}},
+		{"predict_tree_burst.txt", []string{"predict", "all_reduce", "--hosts", "4", "--link", "1gbit", "--burst", "128K", "-b", "64K", "-e", "4M", "-f", "4", "--algo", "ring,tree", "--proto", "Simple", "--shared-cores", "2"}},
 	} {
 		res := runCmd(t, nil, append([]string{"cc-perf"}, tc.args...)...)
 		if res.code != 0 {
@@ -96,6 +97,10 @@ func TestPredictBadInput(t *testing.T) {
 		{"below an element", []string{"all_reduce", "--hosts", "2", "-b", "2", "-e", "2"}, []string{"size 2 bytes", "4-byte element"}},
 		{"bad link", []string{"all_reduce", "--hosts", "2", "--link", "fast"}, []string{`--link "fast"`, "gbit"}},
 		{"slow link without rate", []string{"all_reduce", "--hosts", "2", "--slow-link", "0-1=2"}, []string{"--slow-link 0-1=2", "gives none"}},
+		{"burst without rate", []string{"all_reduce", "--hosts", "2", "--burst", "128K"}, []string{"--burst", "gives none"}},
+		{"bad burst size", []string{"all_reduce", "--hosts", "2", "--link", "1gbit", "--burst", "lots"}, []string{`--burst "lots"`, `size "lots"`, "128K"}},
+		{"burst peak below the rate", []string{"all_reduce", "--hosts", "2", "--link", "1gbit", "--burst", "128K,100mbit"}, []string{"--burst 131072 bytes at 100Mbit/s", "above the link's 1Gbit/s"}},
+		{"bad burst rate", []string{"all_reduce", "--hosts", "2", "--link", "1gbit", "--burst", "128K,fast"}, []string{`--burst "128K,fast"`, `rate "fast"`}},
 		{"bad slow host", []string{"all_reduce", "--hosts", "2", "--slow-host", "x"}, []string{`--slow-host "x"`, "K=FACTOR"}},
 		{"unknown algo", []string{"all_reduce", "--hosts", "2", "--algo", "star"}, []string{`"star" is not an algorithm`}},
 		{"one rank", []string{"all_reduce", "--hosts", "1"}, []string{"want at least 2 ranks"}},

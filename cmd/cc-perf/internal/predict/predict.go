@@ -16,7 +16,9 @@
 package predict
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -34,17 +36,21 @@ type Config struct {
 	// 0 for unlimited; LinkLatency is added to every hop between hosts,
 	// in ns.
 	LinkRate, LinkLatency float64
-	Consts                *tune.Consts
-	Algos                 []algos.Algo      // nil: every modelled algorithm the tuner may pick
-	Protos                []protocols.Proto // nil: all
-	Sizes                 []int64           // bytes (nccl-tests' size column)
-	ElemSize              int               // bytes per element (float: 4)
-	Root                  int
-	Cores, SharedCores    int // see timed.Params
-	SlowHosts             []SlowHost
-	SlowLinks             []timed.SlowLink
-	LateStarts            []LateStart
-	Fabric                *timed.LeafSpine
+	// Burst, when not nil, is a token bucket on each host link (needs
+	// LinkRate): what a shaper (tbf) or a cloud's egress limit lets an
+	// idle link send above its rate.
+	Burst              *timed.Bucket
+	Consts             *tune.Consts
+	Algos              []algos.Algo      // nil: every modelled algorithm the tuner may pick
+	Protos             []protocols.Proto // nil: all
+	Sizes              []int64           // bytes (nccl-tests' size column)
+	ElemSize           int               // bytes per element (float: 4)
+	Root               int
+	Cores, SharedCores int // see timed.Params
+	SlowHosts          []SlowHost
+	SlowLinks          []timed.SlowLink
+	LateStarts         []LateStart
+	Fabric             *timed.LeafSpine
 	// MaxTransfers bounds the slice transfers of one replay (estimated
 	// before it runs); above it a ring is folded, a tree extrapolated,
 	// anything else refused.
@@ -149,6 +155,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("root %d: want a rank in [0, %d)", c.Root, c.Hosts*c.PPN)
 	case c.LinkRate < 0 || c.LinkLatency < 0:
 		return fmt.Errorf("link rate %g, latency %g ns: want both >= 0", c.LinkRate, c.LinkLatency)
+	case c.Burst != nil && c.LinkRate == 0:
+		return errors.New("--burst: a token bucket lets a link exceed its rate, and --link gives none (unlimited)")
+	case c.Burst != nil && !(c.Burst.Size > 0 && c.Burst.Peak > c.LinkRate && !math.IsInf(c.Burst.Peak, 1)):
+		return fmt.Errorf("--burst %.0f bytes at %s: want a size above 0 and a finite rate above the link's %s", c.Burst.Size, rateString(c.Burst.Peak), rateString(c.LinkRate))
 	}
 	for _, s := range c.Sizes {
 		if s < int64(c.ElemSize) {
@@ -519,7 +529,7 @@ func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step in
 		Inter: timed.Class{Alpha: inter.Alpha[p]*1000 + c.LinkLatency, Beta: inter.Beta[p]},
 		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
 		Cores: c.cores(), SharedCores: c.SharedCores,
-		Uplink: c.LinkRate, Downlink: c.LinkRate, SlowLinks: c.SlowLinks, Fabric: c.Fabric}
+		Uplink: c.LinkRate, Downlink: c.LinkRate, Bucket: c.Burst, SlowLinks: c.SlowLinks, Fabric: c.Fabric}
 	if len(c.SlowHosts) > 0 {
 		tp.SlowHost = make([]float64, c.Hosts)
 		for h := range tp.SlowHost {

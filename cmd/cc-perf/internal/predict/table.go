@@ -16,6 +16,9 @@ func (c *Config) Describe() []string {
 	if c.LinkRate > 0 {
 		link = fmt.Sprintf("%s per host each way", rateString(c.LinkRate))
 	}
+	if c.Burst != nil {
+		link += fmt.Sprintf(" with a %.0f-byte bucket spent at up to %s", c.Burst.Size, rateString(c.Burst.Peak))
+	}
 	if c.LinkLatency > 0 {
 		link += fmt.Sprintf(", +%.1f us a hop", c.LinkLatency/1000)
 	}
