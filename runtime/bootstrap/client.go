@@ -175,11 +175,16 @@ func awaitWelcome(conn net.Conn, nranks int, joined *[]RankInfo) ([]RankInfo, er
 // other ranks learn why, rather than that it was lost), and reads the root's answer for up
 // to rollCallTimeout: the roll call, then the verdict. It returns cause, saying how many
 // ranks it waited for when the root did not say which had joined.
+//
+// It reads even when the abort could not be written: a root whose own deadline came first
+// (rank 0's, in the same process) has sent its roll call and verdict and hung up, with a
+// reset when this rank's bytes were unread; what it sent is still in this socket's buffer.
+// Reading only after a write that worked made which error a rank printed depend on whose
+// deadline came first (a CI run: "the root did not say which had joined").
 func giveUp(conn net.Conn, cause error, nranks int, joined *[]RankInfo) error {
 	conn.SetDeadline(time.Now().Add(rollCallTimeout))
-	if _, err := conn.Write(encodeText(msgAbort, "gave up waiting for every rank to join: "+cause.Error())); err == nil {
-		awaitWelcome(conn, nranks, joined) // the verdict, the connection's end or the deadline
-	}
+	conn.Write(encodeText(msgAbort, "gave up waiting for every rank to join: "+cause.Error()))
+	awaitWelcome(conn, nranks, joined) // the verdict, the connection's end or the deadline
 	if *joined == nil {
 		return fmt.Errorf("%w (waited for all %d ranks; the root did not say which had joined)", cause, nranks)
 	}
