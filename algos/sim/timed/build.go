@@ -186,6 +186,9 @@ func (s *Sim) wire() {
 		}
 		c.flow = f
 	}
+	if s.buckets != nil { // one entry per resource, those added after the links too
+		s.buckets = append(s.buckets, make([]*tokenBucket, len(s.res)-len(s.buckets))...)
+	}
 }
 
 // addLink adds a host's link of rate bytes per ns, with a full token
@@ -193,8 +196,8 @@ func (s *Sim) wire() {
 func (s *Sim) addLink(name string, rate float64) int {
 	r := s.addResource(name, rate)
 	if b := s.p.Bucket; b != nil {
-		s.res[r].bucket = &tokenBucket{rate: rate, peak: b.Peak, size: b.Size, tokens: 0}
-		s.res[r].capacity = rate
+		s.buckets = append(s.buckets, make([]*tokenBucket, len(s.res)-len(s.buckets))...)
+		s.buckets[r] = &tokenBucket{rate: rate, peak: b.Peak, size: b.Size}
 	}
 	return r
 }

@@ -25,42 +25,41 @@ type resource struct {
 	left     float64 // solve's scratch
 	count    int     // solve's scratch: unfrozen users
 	mark     int     // component search's stamp
-	bucket   *tokenBucket
 }
 
-// tokenBucket is a link's token bucket (Params.Bucket): its resource's
-// capacity is peak while tokens last, else rate. Tokens change at
-// rate - used, which is constant between two settlings, and are settled
+// tokenBucket is a link's token bucket (Params.Bucket, in Sim.buckets by
+// resource, so that a resource without one stays as small as before): its
+// resource's capacity is peak while tokens last, else rate. Tokens change
+// at rate - used, which is constant between two settlings, and are settled
 // with the resource's busy integral.
 type tokenBucket struct {
 	rate, peak, size float64
 	tokens           float64 // at the resource's t0
-	gen              int64   // bumped at every solve: older evBucket events are stale
+	dry              int64   // seq of the evBucket event that stands; older ones are stale
 }
 
-// dry is how few tokens count as none: what float rounding leaves of a
+// empty is how few tokens count as none: what float rounding leaves of a
 // bucket that ran dry on time.
-func (b *tokenBucket) dry() bool { return b.tokens <= b.size*1e-9 }
+func (b *tokenBucket) empty() bool { return b.tokens <= b.size*1e-9 }
 
-// bucketDry handles resource ri's bucket running dry at a time scheduled
-// in generation gen: its users are re-solved, at the link's rate.
-func (s *Sim) bucketDry(ri int, gen int64) {
-	r := &s.res[ri]
-	if r.bucket.gen != gen {
+// bucketDry handles resource ri's bucket running dry, by the event of
+// sequence number seq: its users are re-solved, at the link's rate.
+func (s *Sim) bucketDry(ri int, seq int64) {
+	if s.buckets[ri].dry != seq {
 		return // solved again since: another event stands for it
 	}
-	s.settleRes(r)
-	s.touched = append(s.touched, r.users...)
+	s.settleRes(ri)
+	s.touched = append(s.touched, s.res[ri].users...)
 }
 
-// setCapacity gives a resource with a bucket its capacity for the solve
-// that follows.
-func setCapacity(r *resource) {
-	if b := r.bucket; b != nil {
-		if b.dry() {
-			b.tokens, r.capacity = 0, b.rate
+// setCapacity gives resource ri, if it has a bucket, its capacity for the
+// solve that follows.
+func (s *Sim) setCapacity(ri int) {
+	if b := s.buckets[ri]; b != nil {
+		if b.empty() {
+			b.tokens, s.res[ri].capacity = 0, b.rate
 		} else {
-			r.capacity = b.peak
+			s.res[ri].capacity = b.peak
 		}
 	}
 }
@@ -68,12 +67,12 @@ func setCapacity(r *resource) {
 // scheduleDry schedules, after a solve, when resource ri's bucket runs dry
 // at its users' new rates.
 func (s *Sim) scheduleDry(ri int) {
-	r := &s.res[ri]
-	b := r.bucket
-	b.gen++
+	r, b := &s.res[ri], s.buckets[ri]
+	b.dry = 0
 	if r.capacity == b.peak && r.used > b.rate {
 		s.seq++
-		s.heap.push(event{t: s.now + b.tokens/(r.used-b.rate), seq: s.seq, kind: evBucket, a: ri, gen: b.gen})
+		b.dry = s.seq
+		s.heap.push(event{t: s.now + b.tokens/(r.used-b.rate), seq: s.seq, kind: evBucket, a: ri})
 	}
 }
 
@@ -112,13 +111,17 @@ func (s *Sim) settle(a *activity) {
 	a.t0 = s.now
 }
 
-// settleRes brings r's busy integral, and its bucket's tokens, up to now.
-func (s *Sim) settleRes(r *resource) {
+// settleRes brings resource ri's busy integral, and its bucket's tokens,
+// up to now.
+func (s *Sim) settleRes(ri int) {
+	r := &s.res[ri]
 	if r.capacity > 0 {
 		r.busy += r.used * (s.now - r.t0) / r.capacity
 	}
-	if b := r.bucket; b != nil {
-		b.tokens = min(b.size, max(0, b.tokens+(b.rate-r.used)*(s.now-r.t0)))
+	if s.buckets != nil {
+		if b := s.buckets[ri]; b != nil {
+			b.tokens = min(b.size, max(0, b.tokens+(b.rate-r.used)*(s.now-r.t0)))
+		}
 	}
 	r.t0 = s.now
 }
@@ -142,7 +145,7 @@ func (s *Sim) finish(a *activity) {
 	a.remaining, a.t0, a.finished = 0, s.now, true
 	for _, ri := range a.res {
 		r := &s.res[ri]
-		s.settleRes(r)
+		s.settleRes(ri)
 		r.used -= a.rate
 		for i, u := range r.users {
 			if u == a {
@@ -211,8 +214,10 @@ func (s *Sim) component(seed *activity) {
 		s.settle(a)
 	}
 	for _, ri := range res {
-		s.settleRes(&s.res[ri])
-		setCapacity(&s.res[ri])
+		s.settleRes(ri)
+		if s.buckets != nil {
+			s.setCapacity(ri)
+		}
 	}
 	old := s.old[:0]
 	for _, a := range acts {
@@ -226,7 +231,7 @@ func (s *Sim) component(seed *activity) {
 		for _, u := range r.users {
 			r.used += u.rate
 		}
-		if r.bucket != nil {
+		if s.buckets != nil && s.buckets[ri] != nil {
 			s.scheduleDry(ri)
 		}
 	}

@@ -216,7 +216,6 @@ type event struct {
 	act  *activity
 	a    int // actor index; evBucket: resource index
 	kind int
-	gen  int64 // evBucket: the bucket's generation it was scheduled in
 }
 
 const (
@@ -327,10 +326,11 @@ type Sim struct {
 	actors  []actor
 	conns   []*conn
 	res     []resource
-	names   []string    // of each resource
-	done    timeline    // completions
-	touched []*activity // activities whose component needs a new solve
-	free    []*activity // finished, to reuse
+	names   []string       // of each resource
+	buckets []*tokenBucket // of each resource (nil: none); nil without Params.Bucket
+	done    timeline       // completions
+	touched []*activity    // activities whose component needs a new solve
+	free    []*activity    // finished, to reuse
 	stamp   int
 	work    []int
 	pool    []int   // resource of each host's core pool, or -1
@@ -372,8 +372,8 @@ func run(p *Params, channels [][]algos.Schedule, tokens map[int]float64) (Result
 		return Result{}, nil, err
 	}
 	for ri, t := range tokens {
-		s.res[ri].bucket.tokens = t
-		setCapacity(&s.res[ri])
+		s.buckets[ri].tokens = t
+		s.setCapacity(ri)
 	}
 	for i := range s.actors {
 		late := 0.0
@@ -387,8 +387,8 @@ func run(p *Params, channels [][]algos.Schedule, tokens map[int]float64) (Result
 	}
 	r := s.result()
 	left := map[int]float64{}
-	for i := range s.res {
-		if b := s.res[i].bucket; b != nil {
+	for i, b := range s.buckets {
+		if b != nil {
 			// Idle since it was settled: it refills until the call ends.
 			left[i] = min(b.size, b.tokens+b.rate*(r.Time-s.res[i].t0))
 		}
@@ -502,7 +502,7 @@ func (s *Sim) loop() error {
 			continue
 		case first == nil:
 			for i := range s.res {
-				s.settleRes(&s.res[i])
+				s.settleRes(i)
 			}
 			return s.deadlock()
 		}
@@ -520,7 +520,7 @@ func (s *Sim) loop() error {
 			e.c.credits += s.p.Geometry.SliceSteps
 			s.work = append(s.work, e.c.producer)
 		case evBucket:
-			s.bucketDry(e.a, e.gen)
+			s.bucketDry(e.a, e.seq)
 		}
 	}
 }

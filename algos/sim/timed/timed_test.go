@@ -96,6 +96,21 @@ func TestTokenBucket(t *testing.T) {
 	if res := run(t, p, twice); !near(res.Time, want) {
 		t.Errorf("two transfers 200 µs apart: %.1f ns, want %.1f", res.Time, want)
 	}
+	// With a leaf/spine fabric too (its resources come after the host
+	// links'): the same one-way transfer across leaves, the spine links
+	// without buckets (2 hosts per leaf at 0.1 GB/s, no oversubscription:
+	// 0.2 GB/s each), so the host's bucket still sets the time.
+	leaves := &timed.Params{Topo: algos.FlatTopo(4), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4, LateStart: []float64{late, 0, 0, 0},
+		Inter: timed.Class{Alpha: 50000}, Uplink: 0.1, Fabric: &timed.LeafSpine{HostsPerLeaf: 2, Oversub: 1}, Bucket: &timed.Bucket{Size: 9e4, Peak: 1}}
+	across := make([]algos.Schedule, 4)
+	across[0] = algos.Single([]algos.Op{{RecvFrom: algos.NoPeer, SendTo: 3, Src: algos.Input, Count: 250000}})
+	across[3] = algos.Single([]algos.Op{{RecvFrom: 0, SendTo: algos.NoPeer, Dst: algos.Output, Count: 250000}})
+	// At 1 GB/s the bucket's burst is capped by the leaf's 0.2 GB/s spine link:
+	// 9e4 tokens drain at 0.2-0.1 GB/s, over 9e5 ns moving 1.8e5 bytes; the
+	// rest at 0.1.
+	if res := run(t, leaves, across); !near(res.Time, late+50000+9e5+(1e6-1.8e5)/0.1) {
+		t.Errorf("across leaves: %.1f ns, want %.1f", res.Time, late+50000+9e5+(1e6-1.8e5)/0.1)
+	}
 	// A rate and no host link, or a peak not above the rate: refused.
 	for _, bad := range []*timed.Params{
 		{Topo: algos.FlatTopo(2), Geometry: pipe, StepPayload: 4096, ElemSize: 4, Bucket: &timed.Bucket{Size: 1e5, Peak: 1}},
