@@ -478,7 +478,8 @@ func TestRunCancel(t *testing.T) {
 	}
 }
 
-// TestRunStopRequested: in an endless run (-N 0) on 3 ranks, StopRequested
+// TestRunStopRequested: in a run of 10 sweeps on 3 ranks (finite, so that
+// a Run that ignored the request fails rather than hangs), StopRequested
 // says true once, to one rank (the 5th question: sweep 1, whichever rank
 // asks second), and never again: every rank stops after sweep 1, which is
 // whole, and Run ends as a finished run would, with its summary. With -N 1
@@ -495,7 +496,7 @@ func TestRunStopRequested(t *testing.T) {
 		asked++
 		return asked == 5
 	}
-	o.Cycles = 0
+	o.Cycles = 10
 	rec, sum, err := runFake(t, 3, o, nil)
 	if err != nil {
 		t.Fatal(err)
