@@ -455,24 +455,20 @@ func redact(environ []string) []string {
 // ends a run of several sweeps (-N 0, -N above 1) after the current one,
 // footer and exit status as if it had been the last (ccrun, mpirun and
 // srun forward SIGUSR1 to every rank). Until release, SIGUSR1 no longer
-// kills the process: a one-sweep run goes on to its end.
+// kills the process: a one-sweep run goes on to its end. requested may be
+// called by every rank's goroutine at once.
 func sweepStopSignal() (requested func() bool, release func()) {
 	var got atomic.Bool
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGUSR1)
-	done := make(chan struct{})
-	go func() {
-		for {
+	return func() bool {
 			select {
 			case <-ch:
 				got.Store(true)
-			case <-done:
-				return
+			default:
 			}
+			return got.Load()
+		}, func() {
+			signal.Stop(ch)
 		}
-	}()
-	return got.Load, func() {
-		signal.Stop(ch)
-		close(done)
-	}
 }

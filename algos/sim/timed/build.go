@@ -144,10 +144,10 @@ func (s *Sim) wire() {
 	for h := range nh {
 		up[h], down[h] = -1, -1
 		if p.Uplink > 0 {
-			up[h] = s.addLink(fmt.Sprintf("uplink of host %d", h), p.Uplink)
+			up[h] = s.addResource(fmt.Sprintf("uplink of host %d", h), p.Uplink)
 		}
 		if p.Downlink > 0 {
-			down[h] = s.addLink(fmt.Sprintf("downlink of host %d", h), p.Downlink)
+			down[h] = s.addResource(fmt.Sprintf("downlink of host %d", h), p.Downlink)
 		}
 	}
 	var leafUp, leafDown []int
@@ -186,20 +186,17 @@ func (s *Sim) wire() {
 		}
 		c.flow = f
 	}
-	if s.buckets != nil { // one entry per resource, those added after the links too
-		s.buckets = append(s.buckets, make([]*tokenBucket, len(s.res)-len(s.buckets))...)
+	if b := p.Bucket; b != nil {
+		// An empty bucket on every host link, an entry for every resource.
+		s.buckets = make([]*tokenBucket, len(s.res))
+		for _, links := range [][]int{up, down} {
+			for _, r := range links {
+				if r >= 0 {
+					s.buckets[r] = &tokenBucket{rate: s.res[r].capacity, peak: b.Peak, size: b.Size}
+				}
+			}
+		}
 	}
-}
-
-// addLink adds a host's link of rate bytes per ns, with a full token
-// bucket when Params.Bucket asks for one.
-func (s *Sim) addLink(name string, rate float64) int {
-	r := s.addResource(name, rate)
-	if b := s.p.Bucket; b != nil {
-		s.buckets = append(s.buckets, make([]*tokenBucket, len(s.res)-len(s.buckets))...)
-		s.buckets[r] = &tokenBucket{rate: rate, peak: b.Peak, size: b.Size}
-	}
-	return r
 }
 
 // linkRate is the rate a slow link is slowed from: the host links' rate,

@@ -365,15 +365,18 @@ func Run(p *Params, channels [][]algos.Schedule) (Result, error) {
 }
 
 // run replays the call once, its links' buckets starting with tokens
-// (by resource; nil: empty), and returns the tokens they hold at its end.
-func run(p *Params, channels [][]algos.Schedule, tokens map[int]float64) (Result, map[int]float64, error) {
+// (by resource; nil: empty), and returns the tokens they hold at its end
+// (nil without buckets).
+func run(p *Params, channels [][]algos.Schedule, tokens []float64) (Result, []float64, error) {
 	s := &Sim{p: p}
 	if err := s.build(channels); err != nil {
 		return Result{}, nil, err
 	}
 	for ri, t := range tokens {
-		s.buckets[ri].tokens = t
-		s.setCapacity(ri)
+		if s.buckets[ri] != nil {
+			s.buckets[ri].tokens = t
+			s.setCapacity(ri)
+		}
 	}
 	for i := range s.actors {
 		late := 0.0
@@ -386,7 +389,10 @@ func run(p *Params, channels [][]algos.Schedule, tokens map[int]float64) (Result
 		return Result{}, nil, err
 	}
 	r := s.result()
-	left := map[int]float64{}
+	var left []float64
+	if s.buckets != nil {
+		left = make([]float64, len(s.buckets))
+	}
 	for i, b := range s.buckets {
 		if b != nil {
 			// Idle since it was settled: it refills until the call ends.
