@@ -32,13 +32,14 @@ type rank struct {
 	preMul                      map[reduce.DataType]reduce.Op
 
 	// The test case and size being measured.
-	dt     reduce.DataType
-	op     reduce.Op
-	root   int
-	elt    int64
-	counts Counts
-	vplan  vplan  // alltoallv: this rank's part of the call
-	config string // Tune: the configuration being measured, for timeouts
+	dt      reduce.DataType
+	op      reduce.Op
+	root    int
+	elt     int64
+	counts  Counts
+	vplan   vplan  // alltoallv: this rank's part of the call
+	regions        // where the calls of this size move their buffers
+	config  string // Tune: the configuration being measured, for timeouts
 
 	frees []func() error // -R 1: deregister and free the send and receive buffers
 
@@ -277,11 +278,12 @@ func (k *rank) stopRequested() (bool, error) {
 func (k *rank) setup(size int64) {
 	if k.coll.kind != kindAllToAllV {
 		k.counts = k.coll.Counts(size/k.elt, k.elt, k.n)
-		return
+	} else {
+		t := k.o.traffic()
+		k.counts = t.Counts(size/k.elt, k.elt, k.n)
+		k.vplan = t.plan(k.counts.Param, k.elt, k.n, k.me)
 	}
-	t := k.o.traffic()
-	k.counts = t.Counts(size/k.elt, k.elt, k.n)
-	k.vplan = t.plan(k.counts.Param, k.elt, k.n, k.me)
+	k.regions.reset(k.counts.Bytes(k.elt), k.o.MaxBytes)
 }
 
 func (k *rank) phase(what string) string {
