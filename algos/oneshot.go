@@ -67,7 +67,7 @@ type FlatPlan struct {
 // slot at SlotOff, applying the reduction's pre-op when Pre is set. Own
 // says that no other rank reads those slot elements: a runner may skip the
 // copy where its gets read the rank's own elements from Input instead
-// (engine.RunFlat does when Output does not overlap Input and the
+// (engine.CompileFlat does when Output does not overlap Input and the
 // reduction has no pre-op).
 type FlatPut struct {
 	InOff, SlotOff, Count int64

@@ -3,6 +3,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"math"
 	"unsafe"
 
@@ -34,7 +35,8 @@ type coll struct {
 	best     tune.Choice // the tuner's prediction for algo/proto
 	next     tune.Choice // and its runner-up (Time -1: none)
 	plan     *plan
-	control  bool // a Control call: ring, any protocol, not logged
+	prog     *engine.FlatProgram // the flat program it ran (Comm.runFlat), which a repeat runs again
+	control  bool                // a Control call: ring, any protocol, not logged
 
 	collnetSeq uint64 // the communicator's CollNet collectives up to this one
 
@@ -134,12 +136,20 @@ func (c *Comm) counts(kind algos.Coll, count, root int) (sendCount, recvCount in
 // call validates a collective (control: on the Control path), then runs it
 // now or queues it in the group.
 func (c *Comm) call(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root int) error {
-	a := callArgs{kind: kind, count: count, root: root, dt: dt, op: op, forced: c.forced}
-	if !control && c.group.depth == 0 {
-		if ok, err := c.repeat(&a, send, recv); ok {
+	if !control && c.flat.againOK && c.group.depth == 0 && c.flat.again.is(kind, count, root, dt, op, c.forced) {
+		if ok, err := c.repeat(send, recv); ok {
 			return err
 		}
 	}
+	return c.callFull(control, kind, send, recv, count, dt, op, root)
+}
+
+// callFull is call's way for a call that is not a repeat (Comm.repeat):
+// apart, so that a repeated call's frame stays small (building callArgs
+// in call's frame cost a repeated 8 B all-reduce a stalled store forward,
+// half of call's samples in its profile).
+func (c *Comm) callFull(control bool, kind algos.Coll, send, recv []byte, count int, dt reduce.DataType, op reduce.Op, root int) error {
+	a := callArgs{kind: kind, count: count, root: root, dt: dt, op: op, forced: c.forced}
 	c.flat.againOK = false
 	k := &c.cur // a call outside a group allocates nothing
 	if c.group.depth > 0 {

@@ -44,15 +44,21 @@ type callArgs struct {
 	forced      *tune.Choice
 }
 
-// repeat runs a call whose arguments are those of the last one, when that
-// ran a flat row (flatState.again) and send and recv have the last call's
-// shape; ok is false when the call must take the full path.
-func (c *Comm) repeat(a *callArgs, send, recv []byte) (ok bool, err error) {
-	if !c.flat.againOK || c.flat.again != *a || c.failed.Load() {
+// is reports whether a holds these arguments.
+func (a *callArgs) is(kind algos.Coll, count, root int, dt reduce.DataType, op reduce.Op, forced *tune.Choice) bool {
+	return a.kind == kind && a.count == count && a.root == root && a.dt == dt && a.op == op && a.forced == forced
+}
+
+// repeat runs a call whose arguments are those of the last one
+// (flatState.again, which the caller checked), when that ran a flat row and
+// send and recv have the last call's shape; ok is false when the call must
+// take the full path.
+func (c *Comm) repeat(send, recv []byte) (ok bool, err error) {
+	if c.failed.Load() {
 		return false, nil
 	}
 	k := &c.cur
-	sendCount, recvCount := c.counts(k.kind, a.count, a.root)
+	sendCount, recvCount := c.counts(k.kind, int(k.count), k.root)
 	es := int64(k.dt.Size())
 	if int64(len(send)) < int64(sendCount)*es || int64(len(recv)) < int64(recvCount)*es {
 		return false, nil
@@ -63,7 +69,16 @@ func (c *Comm) repeat(a *callArgs, send, recv []byte) (ok bool, err error) {
 		k.send, k.recv = last[0], last[1]
 		return false, nil
 	}
-	if c.runFlat(k) != nil || c.Err() != nil {
+	// The program of the last call fits this one: the same reduction, and
+	// Output overlaps Input as before (in place) or not at all.
+	if k.prog != nil {
+		if err = k.prog.Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn); err != nil {
+			c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
+		}
+	} else {
+		err = c.runFlat(k)
+	}
+	if err != nil || c.Err() != nil {
 		return true, fmt.Errorf("rank %d: %s: %w", c.rank, k.kind, c.failure())
 	}
 	return true, nil
@@ -149,10 +164,31 @@ func (c *Comm) makeFlatPlan(k *coll) *plan {
 	return pl
 }
 
-// runFlat runs a flat row's call on the caller's goroutine.
+// runFlat runs a flat row's call on the caller's goroutine, by the plan's
+// program for calls like k (compiled on first use).
 func (c *Comm) runFlat(k *coll) error {
-	t := engine.FlatTask{Plans: k.plan.flat, Rank: c.rank, In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn, Inline: k.plan.inline}
-	err := engine.RunFlat(c.flat.area, &c.flat.seq, &t) // t stays on the stack
+	pre := k.fn != nil && k.fn.HasPre()
+	overlap := overlaps(k.send, k.recv)
+	v := 0 // which of the plan's programs: by pre-op, then overlap
+	switch {
+	case pre:
+	case overlap:
+		v = 1
+	default:
+		v = 2
+	}
+	prog := k.plan.progs[v]
+	if prog == nil {
+		var err error
+		call := engine.FlatCall{Rank: c.rank, Elem: int64(k.dt.Size()), Inline: k.plan.inline, Pre: pre, Overlap: overlap}
+		if prog, err = engine.CompileFlat(k.plan.flat, call, k.fn != nil); err != nil {
+			c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
+			return err
+		}
+		k.plan.progs[v] = prog
+	}
+	k.prog = prog
+	err := prog.Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn)
 	if err != nil {
 		c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
 	}
@@ -162,15 +198,19 @@ func (c *Comm) runFlat(k *coll) error {
 // privateArea is the staging area of a communicator of one rank: two
 // slots and two inline areas (as large as shared memory's) in its own
 // memory.
-type privateArea struct{ slots, inline [2][]byte }
+type privateArea struct{ slots, inline [2][1][]byte }
 
 func newPrivateArea(slot int) *privateArea {
-	return &privateArea{slots: [2][]byte{make([]byte, slot), make([]byte, slot)},
-		inline: [2][]byte{make([]byte, shm.OneShotInline), make([]byte, shm.OneShotInline)}}
+	return &privateArea{slots: [2][1][]byte{{make([]byte, slot)}, {make([]byte, slot)}},
+		inline: [2][1][]byte{{make([]byte, shm.OneShotInline)}, {make([]byte, shm.OneShotInline)}}}
 }
 
-func (a *privateArea) Slot(_ int, k uint64) []byte   { return a.slots[k%2] }
-func (a *privateArea) Inline(_ int, k uint64) []byte { return a.inline[k%2] }
-func (a *privateArea) InlineBytes() int              { return shm.OneShotInline }
-func (a *privateArea) Post(uint64)                   {}
-func (a *privateArea) Await(uint64) error            { return nil }
+func (a *privateArea) Stages(k uint64, inline bool) [][]byte {
+	if inline {
+		return a.inline[k%2][:]
+	}
+	return a.slots[k%2][:]
+}
+func (a *privateArea) InlineBytes() int   { return shm.OneShotInline }
+func (a *privateArea) Post(uint64)        {}
+func (a *privateArea) Await(uint64) error { return nil }

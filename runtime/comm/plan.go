@@ -276,6 +276,10 @@ type plan struct {
 	flat []algos.FlatPlan
 	// inline: every piece fits the staging area's inline bytes.
 	inline bool
+	// progs are flat's programs, compiled on first use (Comm.runFlat):
+	// for a reduction with a pre-op, for Output overlapping Input, and
+	// for the rest.
+	progs [3]*engine.FlatProgram
 }
 
 // planKey is everything a plan depends on besides the communicator.

@@ -63,9 +63,12 @@ func TestRunFlatSkipsOwnPut(t *testing.T) {
 				copy(area.slots[q][1], f32(1, 1, 1, 1, 1, 1, 1, 1))
 			}
 			plans := row.Flat.Plans(algos.FlatArgs{Coll: algos.ReduceScatter, Rank: 0, NRanks: 2, Count: count}, 2*count)
-			task := FlatTask{Plans: plans, Rank: 0, In: in, Out: out, Type: reduce.Float32, Fn: fn}
+			prog, err := CompileFlat(plans, FlatCall{Rank: 0, Elem: 4, Pre: fn.HasPre(), Overlap: tc.inPlace}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var seq uint64
-			if err := RunFlat(area, &seq, &task); err != nil {
+			if err := prog.Run(area, &seq, in, out, fn); err != nil {
 				t.Fatal(err)
 			}
 			own := area.slots[seq%2][0][:4*count]
@@ -86,8 +89,7 @@ func TestRunFlatSkipsOwnPut(t *testing.T) {
 // Post and Await do nothing.
 type slotArea struct{ slots [2][2][]byte }
 
-func (a *slotArea) Slot(r int, k uint64) []byte   { return a.slots[k%2][r] }
-func (a *slotArea) Inline(r int, k uint64) []byte { return a.slots[k%2][r] }
-func (a *slotArea) InlineBytes() int              { return 0 }
-func (a *slotArea) Post(uint64)                   {}
-func (a *slotArea) Await(uint64) error            { return nil }
+func (a *slotArea) Stages(k uint64, _ bool) [][]byte { return a.slots[k%2][:] }
+func (a *slotArea) InlineBytes() int                 { return 0 }
+func (a *slotArea) Post(uint64)                      {}
+func (a *slotArea) Await(uint64) error               { return nil }

@@ -82,6 +82,15 @@ func (o *OneShot) Slot(r int, k uint64) []byte { return o.slots[k%2][r] }
 // rules hold for both.
 func (o *OneShot) Inline(r int, k uint64) []byte { return o.inline[k%2][r] }
 
+// Stages returns every local rank's inline bytes (inline) or slot for
+// call k, by local rank: engine.FlatArea's view of Inline and Slot.
+func (o *OneShot) Stages(k uint64, inline bool) [][]byte {
+	if inline {
+		return o.inline[k%2]
+	}
+	return o.slots[k%2]
+}
+
 // InlineBytes is OneShotInline.
 func (o *OneShot) InlineBytes() int { return OneShotInline }
 
