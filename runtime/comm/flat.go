@@ -32,6 +32,7 @@ type flatState struct {
 	// reuses a cached plan. againOK says it is valid.
 	again   callArgs
 	againOK bool
+	shape   callShape // the buffers a repeat of again needs
 }
 
 // callArgs is what a collective call is given besides its buffers, and
@@ -51,43 +52,79 @@ func (a *callArgs) is(kind algos.Coll, count, root int, dt reduce.DataType, op r
 
 // repeat runs a call whose arguments are those of the last one
 // (flatState.again, which the caller checked), when that ran a flat row and
-// send and recv have the last call's shape; ok is false when the call must
-// take the full path.
+// send and recv have the last call's shape (flatState.shape); ok is false
+// when the call must take the full path. Lean on purpose: for an 8 B
+// all-reduce of 2 ranks over shared memory this and call were 20 ns of a
+// 150 ns call (a hand-written exchange in place of the program, measured
+// here and at the top of call, 11 interleaved runs each: 0.13 against
+// 0.11 us).
 func (c *Comm) repeat(send, recv []byte) (ok bool, err error) {
-	if c.failed.Load() {
-		return false, nil
-	}
 	k := &c.cur
-	sendCount, recvCount := c.counts(k.kind, int(k.count), k.root)
-	es := int64(k.dt.Size())
-	if int64(len(send)) < int64(sendCount)*es || int64(len(recv)) < int64(recvCount)*es {
-		return false, nil
-	}
-	last := [2][]byte{k.send, k.recv}
-	k.send, k.recv = send, recv
-	if c.inPlace(k, sendCount, recvCount) != k.inPlace || (!k.inPlace && overlaps(send[:int64(sendCount)*es], recv[:int64(recvCount)*es])) {
-		k.send, k.recv = last[0], last[1]
+	if k.prog == nil || c.failed.Load() || !c.flat.shape.fits(send, recv, k.inPlace) {
 		return false, nil
 	}
 	// The program of the last call fits this one: the same reduction, and
 	// Output overlaps Input as before (in place) or not at all.
-	if k.prog != nil {
-		if err = k.prog.Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn); err != nil {
-			c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
-		}
-	} else {
-		err = c.runFlat(k)
-	}
-	if err != nil || c.Err() != nil {
-		return true, fmt.Errorf("rank %d: %s: %w", c.rank, k.kind, c.failure())
+	k.send, k.recv = send, recv
+	if err = k.prog.Run(c.flat.area, &c.flat.seq, send, recv, k.fn); err != nil || c.failed.Load() {
+		return true, c.repeatFailed(k, err)
 	}
 	return true, nil
+}
+
+// repeatFailed is repeat's error: the communicator's failure, which err
+// (the program's, or nil when another rank's failure reached this one)
+// starts if it is the first.
+func (c *Comm) repeatFailed(k *coll, err error) error {
+	if err != nil {
+		c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
+	}
+	return fmt.Errorf("rank %d: %s: %w", c.rank, k.kind, c.failure())
+}
+
+// callShape is what a repeated call's buffers must satisfy to run the last
+// call's program: the bytes it reads and writes, and where send must be
+// for the call to be in place (NCCL's sense: Comm.inPlace).
+type callShape struct {
+	sendBytes, recvBytes int
+	inPlaceOK            bool    // neither side is empty, so the call can be in place
+	inPlaceAt            uintptr // in place when send's address is recv's plus this (mod 2^64)
+}
+
+// shapeOf is k's callShape.
+func (c *Comm) shapeOf(k *coll) callShape {
+	sendCount, recvCount := c.counts(k.kind, int(k.count), k.root)
+	es := k.dt.Size()
+	sh := callShape{sendBytes: sendCount * es, recvBytes: recvCount * es, inPlaceOK: sendCount > 0 && recvCount > 0}
+	block := uintptr(int64(c.rank) * k.count * int64(es))
+	switch k.kind {
+	case algos.AllGather:
+		sh.inPlaceAt = block
+	case algos.ReduceScatter:
+		sh.inPlaceAt = -block
+	}
+	return sh
+}
+
+// fits reports whether send and recv have the shape: large enough, and in
+// place as inPlace says, or else apart.
+func (sh *callShape) fits(send, recv []byte, inPlace bool) bool {
+	if len(send) < sh.sendBytes || len(recv) < sh.recvBytes {
+		return false
+	}
+	if in := sh.inPlaceOK && addr(send) == addr(recv)+sh.inPlaceAt; in != inPlace {
+		return false
+	}
+	return inPlace || !overlaps(send[:sh.sendBytes], recv[:sh.recvBytes])
 }
 
 // remember records a's call, which just ran k, for repeat: only a flat
 // row outside a group that logs nothing.
 func (c *Comm) remember(a *callArgs, k *coll) {
 	c.flat.again, c.flat.againOK = *a, k == &c.cur && k.algo.Flat != nil && !c.logsColls()
+	if c.flat.againOK {
+		c.flat.shape = c.shapeOf(k)
+	}
 }
 
 // logsColls reports whether logColl prints anything.

@@ -104,6 +104,29 @@ func repeatCalls(c *Comm, cc repeatCase, count int) error {
 			return fmt.Errorf("repetition %d ran %s, want OneShot", k, algo)
 		}
 	}
+	// In place three times (the repeat path checks the in-place offset),
+	// then apart again.
+	buf := make([]byte, 4*max(ns, nr))
+	for k := 6; k < 10; k++ {
+		send, recv := pairs[0][0], pairs[0][1]
+		if k < 9 {
+			send, recv = inPlaceOf(cc.name, buf, r, count)
+		}
+		for i := range nr {
+			putI32(recv, i, sentinel)
+		}
+		for j := range ns {
+			putI32(send, j, int32(1000*k+10*r+j))
+		}
+		if err := cc.run(c, send, recv, count); err != nil {
+			return fmt.Errorf("repetition %d (in place: %v): %w", k, k < 9, err)
+		}
+		for i := range nr {
+			if got, want := getI32(recv, i), cc.want(k, r, n, count, i); got != want {
+				return fmt.Errorf("repetition %d (in place: %v): element %d = %d, want %d", k, k < 9, i, got, want)
+			}
+		}
+	}
 	send, recv := pairs[1][0], pairs[1][1]
 	if nr > 0 {
 		if err := cc.run(c, send, recv[:4*nr-4], count); err == nil || !strings.Contains(err.Error(), "recvbuff has") {
@@ -117,6 +140,19 @@ func repeatCalls(c *Comm, cc repeatCase, count int) error {
 		}
 	}
 	return nil
+}
+
+// inPlaceOf returns rank r's send and recv of an in-place call of
+// collective name in buf: send at recv's block r for AllGather, recv at
+// send's block r for ReduceScatter, the same memory otherwise.
+func inPlaceOf(name string, buf []byte, r, count int) (send, recv []byte) {
+	switch name {
+	case "AllGather":
+		return buf[4*r*count : 4*(r+1)*count], buf
+	case "ReduceScatter":
+		return buf, buf[4*r*count : 4*(r+1)*count]
+	}
+	return buf[:4*count], buf[:4*count]
 }
 
 func putI32(b []byte, i int, v int32) { binary.LittleEndian.PutUint32(b[4*i:], uint32(v)) }

@@ -178,7 +178,9 @@ func (f *Func) HasPost() bool { return f.hasPost }
 // overlap them otherwise. Slices are raw little-endian elements of equal length, a multiple
 // of the element size; anything else panics.
 func (f *Func) Reduce(dst, a, b []byte) {
-	f.check("Reduce", dst, a, b, true)
+	if !f.fits(dst, a) || !f.fits(dst, b) { // check, without its call
+		f.bad("Reduce", dst, a, b, true)
+	}
 	if len(dst) <= tinyBytes && f.size >= 4 { // run's first case, without the call
 		f.red.port(ptrAt(dst, 0), ptrAt(a, 0), ptrAt(b, 0), len(dst)>>bits.TrailingZeros(uint(f.size)), 0)
 		return
@@ -218,13 +220,22 @@ func (f *Func) Post(dst, src []byte) {
 }
 
 // check panics on slices a kernel cannot take: a programming error inside the runtime.
-// Small enough to inline, with no division (element sizes are powers of two): an 8 B
-// all-reduce's reduction is a few ns of work, and the checks were a third of it.
+// Without a division (element sizes are powers of two), and Reduce does it without the
+// call: an 8 B all-reduce's reduction is a few ns of work, and the checks were a third
+// of it.
 func (f *Func) check(method string, dst, a, b []byte, hasB bool) {
-	if len(a) != len(dst) || (hasB && len(b) != len(dst)) || len(dst)&(f.size-1) != 0 ||
-		partialOverlap(dst, a) || (hasB && partialOverlap(dst, b)) {
+	if !f.fits(dst, a) || (hasB && !f.fits(dst, b)) {
 		f.bad(method, dst, a, b, hasB)
 	}
+}
+
+// fits reports whether src may be an operand of a kernel writing dst: the
+// same length, a multiple of the element size, and either the same memory
+// or apart.
+func (f *Func) fits(dst, src []byte) bool {
+	n := uintptr(len(dst))
+	d, s := uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+	return len(src) == len(dst) && n&uintptr(f.size-1) == 0 && (d == s || d+n <= s || s+n <= d)
 }
 
 // bad panics with what check found wrong.
@@ -238,15 +249,6 @@ func (f *Func) bad(method string, dst, a, b []byte, hasB bool) {
 		panic(msg)
 	}
 	panic(fmt.Sprintf("reduce: %s.%s: dst overlaps a source without being the same slice", f, method))
-}
-
-// partialOverlap reports whether x and y share memory without starting at the same address.
-func partialOverlap(x, y []byte) bool {
-	if len(x) == 0 || len(y) == 0 {
-		return false
-	}
-	px, py := uintptr(unsafe.Pointer(&x[0])), uintptr(unsafe.Pointer(&y[0]))
-	return px != py && px < py+uintptr(len(y)) && py < px+uintptr(len(x))
 }
 
 // maxCallBytes bounds one assembly call: the Go scheduler cannot preempt assembly, so a
