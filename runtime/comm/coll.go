@@ -3,12 +3,12 @@ package comm
 import (
 	"errors"
 	"fmt"
-	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"math"
 	"unsafe"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/protocols"
+	"github.com/seed-760dd1f1/cc/runtime/engine"
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 	"github.com/seed-760dd1f1/cc/runtime/tune"
 )

@@ -220,9 +220,10 @@ func (f *Func) Post(dst, src []byte) {
 }
 
 // check panics on slices a kernel cannot take: a programming error inside the runtime.
-// Without a division (element sizes are powers of two), and Reduce does it without the
-// call: an 8 B all-reduce's reduction is a few ns of work, and the checks were a third
-// of it.
+// Without a division (element sizes are powers of two), and Reduce does it (and run's
+// tiny case) without the calls: an 8 B all-reduce's reduction is a few ns of work, and
+// engine's BenchmarkFlat8B took 29-34 ns through check and run against 23-25 ns inline
+// (5 interleaved runs each).
 func (f *Func) check(method string, dst, a, b []byte, hasB bool) {
 	if !f.fits(dst, a) || (hasB && !f.fits(dst, b)) {
 		f.bad(method, dst, a, b, hasB)

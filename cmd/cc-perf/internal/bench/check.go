@@ -12,7 +12,7 @@ func (k *rank) initData(seed uint64, inPlace, expect bool) error {
 	clear(b.recv[:c.Recv*elt])
 	data := b.send
 	if inPlace {
-		data, _ = k.inPlaceBufs(b)
+		data, _ = k.inPlaceBufs(b.recv)
 	}
 	data = data[:c.Send*elt]
 	exp := k.expected[:c.Recv*elt]
@@ -103,7 +103,7 @@ func (k *rank) checkData(inPlace bool) int64 {
 	b := k.buffers(0)
 	got := b.recv
 	if inPlace {
-		_, got = k.inPlaceBufs(b)
+		_, got = k.inPlaceBufs(b.recv)
 	}
 	var op *reduce.Op
 	if k.coll.Reduces {

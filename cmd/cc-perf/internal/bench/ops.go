@@ -17,8 +17,10 @@ type bufs struct {
 	stage []byte
 }
 
-func (k *rank) buffers(iter int) bufs {
-	off := k.offset(iter)
+func (k *rank) buffers(iter int) bufs { return k.buffersAt(k.offset(iter)) }
+
+// buffersAt is the buffers of a call at off in the allocations.
+func (k *rank) buffersAt(off int64) bufs {
 	b := bufs{send: k.send[off:], recv: k.recv[off:]}
 	if k.stage != nil {
 		b.stage = k.stage[off:]
@@ -88,12 +90,12 @@ func (k *rank) stageInPlace(calls int) {
 	}
 }
 
-// inPlace returns the send and receive buffers of an in-place call: both
-// inside the receive buffer, at the collective's in-place offsets.
-func (k *rank) inPlaceBufs(b bufs) (send, recv []byte) {
-	c := k.counts
+// inPlaceBufs returns the send and receive buffers of an in-place call:
+// both inside the receive buffer recv, at the collective's in-place offsets.
+func (k *rank) inPlaceBufs(recv []byte) (send, recvAt []byte) {
+	c := &k.counts
 	me := int64(k.me)
-	return b.recv[c.SendInPlaceOffset*me*k.elt:], b.recv[c.RecvInPlaceOffset*me*k.elt:]
+	return recv[c.SendInPlaceOffset*me*k.elt:], recv[c.RecvInPlaceOffset*me*k.elt:]
 }
 
 func (k *rank) reduceOp() (reduce.Op, error) {
@@ -126,8 +128,7 @@ func (k *rank) startColl(inPlace bool, iter int) error {
 	off := k.offset(iter)
 	send, recv := k.send[off:], k.recv[off:]
 	if inPlace {
-		me := int64(k.me)
-		send, recv = recv[c.SendInPlaceOffset*me*elt:], recv[c.RecvInPlaceOffset*me*elt:]
+		send, recv = k.inPlaceBufs(recv)
 	}
 	send, recv = send[:c.Send*elt], recv[:c.Recv*elt]
 	p := int(c.Param)
@@ -149,7 +150,7 @@ func (k *rank) startColl(inPlace bool, iter int) error {
 	case kindBroadcast:
 		return k.c.Broadcast(send, recv, p, k.dt, k.root)
 	}
-	return k.startOther(k.buffers(iter), inPlace, send, recv, p)
+	return k.startOther(k.buffersAt(off), inPlace, send, recv, p)
 }
 
 // startOther is startColl for the collectives nccl-tests builds from
