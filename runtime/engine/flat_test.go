@@ -10,12 +10,12 @@ import (
 	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
-// TestRunFlatSkipsOwnPut: a 2-rank reduce-scatter out of place leaves the
+// TestFlatProgramSkipsOwnPut: a 2-rank reduce-scatter out of place leaves the
 // slot block only its own rank reads (FlatPut.Own) untouched and reads its
 // own elements from Input; in place, or with a pre-op (premulsum), it
 // copies the block into the slot as before. Rank 1 is simulated: its slot
 // holds 1.0 in every element and Await returns at once.
-func TestRunFlatSkipsOwnPut(t *testing.T) {
+func TestFlatProgramSkipsOwnPut(t *testing.T) {
 	var row *algos.Algorithm
 	for i := range algos.Algorithms {
 		if r := &algos.Algorithms[i]; r.Algo == algos.OneShot && r.Coll == algos.ReduceScatter {
