@@ -12,12 +12,11 @@ func (s *Sim) try(i int) {
 	if !a.started || a.finished || a.busy {
 		return
 	}
-	for a.slice == 0 && a.opened != a.op && a.op < len(a.ops) && a.ops[a.op].Count == 0 {
-		a.op++
-		a.done++
+	for a.slice == 0 && a.opened != a.op && a.op < a.nops && a.segCount == 0 {
+		a.advance()
 		s.wakeSiblings(a)
 	}
-	if a.op == len(a.ops) {
+	if a.op == a.nops {
 		a.finished, a.end = true, s.now
 		return
 	}
@@ -62,33 +61,48 @@ func (s *Sim) try(i int) {
 
 // waited reports whether the Waits holding actor a's Op are met.
 func (s *Sim) waited(a *actor) bool {
-	for a.wait < len(a.waits) && a.waits[a.wait].At < a.op {
-		a.wait++ // waits are sorted by Op (Schedule.CheckLanes)
+	for a.wait < len(a.runs) && a.runs[a.wait].end <= a.op {
+		a.wait++ // runs are sorted by Op and apart, or single Waits (build)
 	}
 	a.waitAt = math.MaxInt
-	if a.wait < len(a.waits) {
-		a.waitAt = a.waits[a.wait].At
+	if a.wait < len(a.runs) {
+		a.waitAt = a.runs[a.wait].at
 	}
-	for _, w := range a.waits[a.wait:] {
-		if w.At != a.op {
+	for _, w := range a.runs[a.wait:] {
+		if w.at > a.op {
 			break
 		}
-		if s.actors[a.siblings[w.Lane]].done < w.Done {
+		if s.actors[w.sib].done < w.done+a.op-w.at {
 			return false
 		}
 	}
 	return true
 }
 
+// advance moves actor a past its Op op, which it has completed.
+func (a *actor) advance() {
+	a.op++
+	a.done++
+	if a.op == a.segEnd && a.seg+1 < len(a.segs) {
+		a.seg++
+		a.segEnd, a.segCount = a.segs[a.seg].end, a.segs[a.seg].count
+	}
+}
+
 // open makes actor a's next Op, of at least one element, its current
-// one: its slices, its connections and what its CPU stages cost.
+// one: its slices, its connections and what its CPU stages cost, which
+// are its segment's.
 func (s *Sim) open(a *actor) {
-	o := &a.ops[a.op]
-	a.opened, a.count = a.op, o.Count
-	a.step = algos.SliceElems(s.p.Geometry, s.p.StepPayload, o.Count, s.p.ElemSize)
-	a.nslices = (o.Count + a.step - 1) / a.step
-	at := a.at[2*a.op:]
-	a.recv, a.send = a.conns[at[0]:at[1]:at[1]], a.conns[at[1]:at[2]:at[2]]
+	a.opened = a.op
+	if a.loaded == a.seg {
+		return
+	}
+	a.loaded = a.seg
+	sg := &a.segs[a.seg]
+	a.count = sg.count
+	a.step = algos.SliceElems(s.p.Geometry, s.p.StepPayload, sg.count, s.p.ElemSize)
+	a.nslices = (sg.count + a.step - 1) / a.step
+	a.recv, a.send = sg.recv, sg.send
 	inter := false
 	for _, c := range a.recv {
 		inter = inter || c.inter
@@ -100,10 +114,7 @@ func (s *Sim) open(a *actor) {
 	if inter {
 		a.beta = s.p.Inter.Beta
 	}
-	a.copies = int64(len(a.send) + max(0, len(a.recv)-1))
-	if o.Fan != nil {
-		a.copies += int64(len(o.Fan.Direct))
-	}
+	a.copies = int64(len(a.send)+max(0, len(a.recv)-1)) + int64(sg.direct)
 }
 
 // cpuWork is the ns a slice's CPU stage takes on a free core: bytes times
@@ -146,8 +157,7 @@ func (s *Sim) stageDone(i int, elems int64) {
 	a.slice++
 	if a.slice == a.nslices {
 		a.slice = 0
-		a.op++
-		a.done++
+		a.advance()
 		s.wakeSiblings(a)
 	}
 	s.work = append(s.work, i)

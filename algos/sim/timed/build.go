@@ -55,7 +55,14 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 		}
 		return i
 	}
-	var idsOf [][]int32 // of each actor, as actor.conns will hold them
+	lanes := 0
+	for _, scheds := range channels {
+		for _, sched := range scheds {
+			lanes += len(sched.Lanes)
+		}
+	}
+	s.actors = make([]actor, 0, lanes)
+	idsOf := make([]laneIDs, 0, lanes) // of each actor, as its segments will hold them
 	for c, scheds := range channels {
 		if len(scheds) != n {
 			return fmt.Errorf("channel %d: %d schedules for %d ranks: need one per rank", c, len(scheds), n)
@@ -75,10 +82,20 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 			}
 			for l, lane := range sched.Lanes {
 				me := len(s.actors)
-				at := make([]int32, 2*len(lane.Ops)+1)
-				var mine []int32
+				var ids laneIDs
+				var segs []segment
 				for i := range lane.Ops {
 					o := &lane.Ops[i]
+					direct := 0
+					if o.Fan != nil {
+						direct = len(o.Fan.Direct)
+					}
+					if i > 0 && o.Count == lane.Ops[i-1].Count && direct == segs[len(segs)-1].direct && (o.Count == 0 || samePeers(o, &lane.Ops[i-1])) {
+						segs[len(segs)-1].end = i + 1 // the segment's connections, checked
+						continue
+					}
+					lo := int32(len(ids.ids))
+					mid := lo
 					if o.Count > 0 {
 						if err := checkPeers(o, n); err != nil {
 							return fmt.Errorf("channel %d rank %d lane %d op %d (%v): %w", c, r, l, i, *o, err)
@@ -86,21 +103,25 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 						for _, q := range o.Recvs() {
 							k := id(sim.Link{Channel: c, Src: q, Dst: r, Conn: o.Conn})
 							consumer[k] = me
-							mine = append(mine, k)
+							ids.ids = append(ids.ids, k)
 						}
-					}
-					at[2*i+1] = int32(len(mine))
-					if o.Count > 0 {
+						mid = int32(len(ids.ids))
 						for _, q := range o.Sends() {
 							k := id(sim.Link{Channel: c, Src: r, Dst: q, Conn: o.Conn})
 							producer[k] = me
-							mine = append(mine, k)
+							ids.ids = append(ids.ids, k)
 						}
 					}
-					at[2*i+2] = int32(len(mine))
+					segs = append(segs, segment{end: i + 1, count: o.Count, direct: direct})
+					ids.spans = append(ids.spans, [3]int32{lo, mid, int32(len(ids.ids))})
 				}
-				s.actors = append(s.actors, actor{opened: -1, ch: c, rank: r, lane: l, host: host, ops: lane.Ops, waits: lane.Waits, siblings: sib, at: at})
-				idsOf = append(idsOf, mine)
+				a := actor{opened: -1, loaded: -1, ch: c, rank: r, lane: l, host: host, ops: lane.Ops, nops: len(lane.Ops),
+					runs: waitRuns(lane.Waits, first), segs: segs, siblings: sib}
+				if len(segs) > 0 {
+					a.segEnd, a.segCount = segs[0].end, segs[0].count
+				}
+				s.actors = append(s.actors, a)
+				idsOf = append(idsOf, ids)
 			}
 		}
 	}
@@ -125,11 +146,14 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 		block[i] = conn{link: l, producer: producer[k], consumer: consumer[k], credits: protocols.NSteps}
 		where[k], s.conns[i] = &block[i], &block[i]
 	}
-	for i, mine := range idsOf {
+	for i, ids := range idsOf {
 		a := &s.actors[i]
-		a.conns = make([]*conn, len(mine))
-		for j, k := range mine {
-			a.conns[j] = where[k]
+		conns := make([]*conn, len(ids.ids))
+		for j, k := range ids.ids {
+			conns[j] = where[k]
+		}
+		for j, sp := range ids.spans {
+			a.segs[j].recv, a.segs[j].send = conns[sp[0]:sp[1]:sp[1]], conns[sp[1]:sp[2]:sp[2]]
 		}
 	}
 	s.wire()
@@ -215,12 +239,49 @@ func (s *Sim) linkRate() float64 {
 	return math.Inf(1)
 }
 
+// laneIDs are the connection ids of a lane's segments: segment j
+// receives on ids[spans[j][0]:spans[j][1]] and sends on
+// ids[spans[j][1]:spans[j][2]].
+type laneIDs struct {
+	ids   []int32
+	spans [][3]int32
+}
+
+// samePeers reports whether two Ops use the same connections.
+func samePeers(o, p *algos.Op) bool {
+	return o.RecvFrom == p.RecvFrom && o.SendTo == p.SendTo && o.Conn == p.Conn && o.Fan == p.Fan
+}
+
+// waitRuns makes a lane's Waits, sorted by Op, into runs (waitRun); the
+// lane's first sibling is actor first. Only Waits on Ops apart make runs,
+// so that runs never overlap; with two Waits on one Op every Wait is a run
+// of its own.
+func waitRuns(ws []algos.Wait, first int) []waitRun {
+	apart := true
+	for i := 1; i < len(ws); i++ {
+		apart = apart && ws[i].At > ws[i-1].At
+	}
+	var runs []waitRun
+	for _, w := range ws {
+		if n := len(runs); apart && n > 0 {
+			if r := &runs[n-1]; w.At == r.end && first+w.Lane == r.sib && w.Done == r.done+r.end-r.at {
+				r.end++
+				continue
+			}
+		}
+		runs = append(runs, waitRun{at: w.At, end: w.At + 1, sib: first + w.Lane, done: w.Done})
+	}
+	return runs
+}
+
 // checkPeers rejects what the model does not replay: multicast regions
 // (NVLS) and the CollNet server.
 func checkPeers(o *algos.Op, n int) error {
-	for _, q := range append(o.Sends(), o.Recvs()...) {
-		if q < 0 || q >= n {
-			return fmt.Errorf("peer %d: only ranks 0..%d are modelled (no multicast region or CollNet server)", q, n-1)
+	for _, peers := range [2][]int{o.Sends(), o.Recvs()} {
+		for _, q := range peers {
+			if q < 0 || q >= n {
+				return fmt.Errorf("peer %d: only ranks 0..%d are modelled (no multicast region or CollNet server)", q, n-1)
+			}
 		}
 	}
 	return nil

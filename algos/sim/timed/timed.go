@@ -179,32 +179,52 @@ type actor struct {
 	finished bool
 	// held says a Wait held Op op at the last try and no lane of the
 	// rank and channel has completed an Op since: it still holds.
-	held    bool
-	op      int // next Op
-	slice   int64
-	opened  int // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
-	waitAt  int // the Op of waits[wait] (MaxInt: none)
-	count   int64
-	step    int64
-	nslices int64
-	ops     []algos.Op
-	recv    []*conn // the connections of Op op
-	send    []*conn
-	beta    float64 // of the Op's class
-	copies  int64   // bytes a CPU stage moves per byte of its slice
-	host    int
-	done    int     // Ops completed
-	cpu     float64 // ns spent in CPU stages
+	held     bool
+	op       int // next Op
+	slice    int64
+	opened   int   // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
+	waitAt   int   // the first Op of runs[wait] (MaxInt: none)
+	nops     int   // Ops of the lane
+	segEnd   int   // segs[seg].end
+	segCount int64 // segs[seg].count
+	count    int64
+	step     int64
+	nslices  int64
+	recv     []*conn // the connections of Op op
+	send     []*conn
+	beta     float64 // of the Op's class
+	copies   int64   // bytes a CPU stage moves per byte of its slice
+	host     int
+	done     int     // Ops completed
+	cpu      float64 // ns spent in CPU stages
 
-	wait           int // first of waits not before Op op
-	waits          []algos.Wait
+	seg            int // the segment of Op op
+	loaded         int // the segment count..copies were computed from (-1: none)
+	wait           int // first of runs not before Op op
+	runs           []waitRun
+	segs           []segment
 	siblings       []int // actor index of each lane of the rank and channel
 	ch, rank, lane int
-	// conns holds every Op's receive then send connections; Op j's are
-	// conns[at[2j]:at[2j+1]] and conns[at[2j+1]:at[2j+2]].
-	conns []*conn
-	at    []int32
-	end   float64
+	ops            []algos.Op // the lane's Ops, for a deadlock's message
+	end            float64
+}
+
+// segment is a run of a lane's consecutive Ops that the clock cannot tell
+// apart: the same count, connections and direct reads. The clock reads
+// its segments, not the Ops, so that what it touches per Op fits in the
+// actor (a tree's lane is one segment of full chunks and one of the last).
+type segment struct {
+	end        int // the Op after its last
+	count      int64
+	direct     int // direct reads (Fan.Direct)
+	recv, send []*conn
+}
+
+// waitRun is a run of a lane's Waits: Op at+j waits until actor sib has
+// completed done+j Ops, for at+j before end. A tree's down lane waits for
+// its up lane at every Op: one run.
+type waitRun struct {
+	at, end, sib, done int
 }
 
 // event is something that happens at a time: an arrival, a credit or a
@@ -541,7 +561,7 @@ func (s *Sim) deadlock() error {
 			continue
 		}
 		if n < 8 {
-			fmt.Fprintf(&b, "\n\tchannel %d rank %d lane %d op %d/%d (%v)", a.ch, a.rank, a.lane, a.op, len(a.ops), a.ops[a.op])
+			fmt.Fprintf(&b, "\n\tchannel %d rank %d lane %d op %d/%d (%v)", a.ch, a.rank, a.lane, a.op, a.nops, a.ops[a.op])
 		}
 		n++
 	}
