@@ -8,20 +8,21 @@ import (
 
 // try starts actor i's next slice if it can.
 func (s *Sim) try(i int) {
-	a := &s.actors[i]
-	if !a.started || a.finished || a.busy {
+	st := &s.lanes[i]
+	if !st.started || st.finished || st.busy {
 		return
 	}
+	a := &s.actors[i]
 	for a.slice == 0 && a.opened != a.op && a.op < a.nops && a.segCount == 0 {
-		a.advance()
-		s.wakeSiblings(a)
+		s.advance(a, st)
+		s.wakeSiblings(a, i)
 	}
 	if a.op == a.nops {
-		a.finished, a.end = true, s.now
+		st.finished, a.end = true, s.now
 		return
 	}
-	if a.waitAt <= a.op && (a.held || !s.waited(a)) {
-		a.held = true
+	if a.waitAt <= a.op && (st.held || !s.waited(a)) {
+		st.held = true
 		return
 	}
 	if a.slice == 0 && a.opened != a.op {
@@ -43,7 +44,7 @@ func (s *Sim) try(i int) {
 	for _, c := range a.send {
 		c.credits -= s.p.Geometry.SliceSteps
 	}
-	a.busy = true
+	st.busy = true
 	elems := min(a.step, a.count-a.slice*a.step)
 	for _, c := range a.send {
 		if c.flow != nil && !c.flow.instant() {
@@ -72,17 +73,18 @@ func (s *Sim) waited(a *actor) bool {
 		if w.at > a.op {
 			break
 		}
-		if s.actors[w.sib].done < w.done+a.op-w.at {
+		if s.lanes[w.sib].done < w.done+a.op-w.at {
 			return false
 		}
 	}
 	return true
 }
 
-// advance moves actor a past its Op op, which it has completed.
-func (a *actor) advance() {
+// advance moves actor a, of state st, past its Op op, which it has
+// completed.
+func (s *Sim) advance(a *actor, st *laneState) {
 	a.op++
-	a.done++
+	st.done++
 	if a.op == a.segEnd && a.seg+1 < len(a.segs) {
 		a.seg++
 		a.segEnd, a.segCount = a.segs[a.seg].end, a.segs[a.seg].count
@@ -134,7 +136,7 @@ func (s *Sim) cpuWork(a *actor, elems int64) float64 {
 // stageDone ends actor i's CPU stage of a slice of elems elements: the
 // slots it received in go back, the slice is posted, the actor moves on.
 func (s *Sim) stageDone(i int, elems int64) {
-	a := &s.actors[i]
+	a, st := &s.actors[i], &s.lanes[i]
 	for _, c := range a.recv {
 		s.hop(evCredit, c)
 	}
@@ -153,12 +155,12 @@ func (s *Sim) stageDone(i int, elems int64) {
 		}
 		s.hop(evArrive, c)
 	}
-	a.busy = false
+	st.busy = false
 	a.slice++
 	if a.slice == a.nslices {
 		a.slice = 0
-		a.advance()
-		s.wakeSiblings(a)
+		s.advance(a, st)
+		s.wakeSiblings(a, i)
 	}
 	s.work = append(s.work, i)
 }
@@ -208,11 +210,37 @@ func (s *Sim) drained(f *flow) {
 // instant reports whether f is unlimited: its slices take no time.
 func (f *flow) instant() bool { return len(f.res) == 0 && math.IsInf(f.cap, 1) }
 
-// wakeSiblings tells the lanes of a's rank and channel that a has
-// completed an Op: the only change that can release a Wait.
-func (s *Sim) wakeSiblings(a *actor) {
-	for _, b := range a.siblings {
-		s.actors[b].held = false
+// wakeSiblings tells the lanes of a's rank and channel that a, actor
+// self, has completed an Op: the only change that can release a Wait.
+//
+// Only the tries that can change something are queued. The work stack is
+// last in, first out, and every change to an actor (an event for it, its
+// stage's end, a sibling's Op) queues it, so an actor queued and then
+// queued again is tried first for its latest change, and its earlier
+// entry finds nothing new. Left out are: self, which its caller tries
+// next (stageDone queues it, try goes on); a lane that cannot start
+// (wake); and, when the stack is empty, a lane no Wait held: every lane
+// has been tried since its last change, passed its Waits then (or had
+// none), and only Waits see a sibling's Op.
+func (s *Sim) wakeSiblings(a *actor, self int) {
+	quiet := len(s.work) == 0
+	for _, i := range a.siblings {
+		b := &s.lanes[i]
+		held := b.held
+		b.held = false
+		if i != self && (held || !quiet) {
+			s.wake(i)
+		}
 	}
-	s.work = append(s.work, a.siblings...)
+}
+
+// wake queues a try of actor i unless it would return at once: i is in a
+// CPU stage, finished, or not started. None of those changes before the
+// work stack is empty (a stage's end, a start are events; a stage that
+// takes no time never leaves try busy), so skipping it keeps the order
+// of the tries that count.
+func (s *Sim) wake(i int) {
+	if b := &s.lanes[i]; b.started && !b.finished && !b.busy {
+		s.work = append(s.work, i)
+	}
 }

@@ -62,6 +62,7 @@ func (s *Sim) build(channels [][]algos.Schedule) error {
 		}
 	}
 	s.actors = make([]actor, 0, lanes)
+	s.lanes = make([]laneState, lanes)
 	idsOf := make([]laneIDs, 0, lanes) // of each actor, as its segments will hold them
 	for c, scheds := range channels {
 		if len(scheds) != n {

@@ -174,12 +174,6 @@ type flow struct {
 
 type actor struct {
 	// What try reads at every wake-up comes first, to share cache lines.
-	started  bool // its call has started (Start and its late start have passed)
-	busy     bool
-	finished bool
-	// held says a Wait held Op op at the last try and no lane of the
-	// rank and channel has completed an Op since: it still holds.
-	held     bool
 	op       int // next Op
 	slice    int64
 	opened   int   // the Op recv, send, count, step, nslices, beta and copies are of (-1: none)
@@ -195,7 +189,6 @@ type actor struct {
 	beta     float64 // of the Op's class
 	copies   int64   // bytes a CPU stage moves per byte of its slice
 	host     int
-	done     int     // Ops completed
 	cpu      float64 // ns spent in CPU stages
 
 	seg            int // the segment of Op op
@@ -207,6 +200,19 @@ type actor struct {
 	ch, rank, lane int
 	ops            []algos.Op // the lane's Ops, for a deadlock's message
 	end            float64
+}
+
+// laneState is what a wake-up and a sibling's Waits read of an actor,
+// apart from the actors (Sim.lanes, 16 bytes each) so that a wake-up that
+// cannot start anything touches no actor.
+type laneState struct {
+	done     int  // Ops completed
+	started  bool // its call has started (Start and its late start have passed)
+	busy     bool // in a CPU stage
+	finished bool
+	// held says a Wait held Op op at the last try and no lane of the
+	// rank and channel has completed an Op since: it still holds.
+	held bool
 }
 
 // segment is a run of a lane's consecutive Ops that the clock cannot tell
@@ -344,6 +350,7 @@ type Sim struct {
 	heap    timeline // starts
 	hops    [2]fifo  // arrivals and credits between ranks of a host, between hosts
 	actors  []actor
+	lanes   []laneState // of each actor
 	conns   []*conn
 	res     []resource
 	names   []string       // of each resource
@@ -537,14 +544,14 @@ func (s *Sim) loop() error {
 		s.nev++
 		switch e.kind {
 		case evStart:
-			s.actors[e.a].started = true
+			s.lanes[e.a].started = true
 			s.work = append(s.work, e.a)
 		case evArrive:
 			e.c.arrived++
-			s.work = append(s.work, e.c.consumer)
+			s.wake(e.c.consumer)
 		case evCredit:
 			e.c.credits += s.p.Geometry.SliceSteps
-			s.work = append(s.work, e.c.producer)
+			s.wake(e.c.producer)
 		case evBucket:
 			s.bucketDry(e.a, e.seq)
 		}
@@ -557,7 +564,7 @@ func (s *Sim) deadlock() error {
 	n := 0
 	for i := range s.actors {
 		a := &s.actors[i]
-		if a.finished {
+		if s.lanes[i].finished {
 			continue
 		}
 		if n < 8 {
