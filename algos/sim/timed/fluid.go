@@ -84,7 +84,7 @@ type activity struct {
 	cap       float64
 	res       []int
 	rate      float64
-	slot      int // 1 + its completion's index in Sim.done; 0: none
+	id        int32 // its index in Sim.byID and Sim.done.slot
 	mark      int
 	frozen    bool
 	finished  bool
@@ -170,9 +170,13 @@ func (s *Sim) activity(v activity) *activity {
 	if n := len(s.free); n > 0 {
 		a := s.free[n-1]
 		s.free = s.free[:n-1]
+		v.id = a.id
 		*a = v
 		return a
 	}
+	v.id = int32(len(s.byID))
+	s.byID = append(s.byID, &v)
+	s.done.slot = append(s.done.slot, 0)
 	return &v
 }
 
@@ -240,16 +244,17 @@ func (s *Sim) component(seed *activity) {
 			continue // same rate: its completion stands
 		}
 		a.queued = a.rate > 0
+		slot := s.done.slot[a.id]
 		switch {
-		case !a.queued && a.slot > 0:
-			s.done.remove(a.slot - 1)
+		case !a.queued && slot > 0:
+			s.done.remove(int(slot) - 1)
 		case !a.queued:
-		case a.slot > 0:
+		case slot > 0:
 			s.seq++
-			s.done.move(a.slot-1, s.now+max(a.remaining, 0)/a.rate, s.seq)
+			s.done.move(int(slot)-1, s.now+max(a.remaining, 0)/a.rate, s.seq)
 		default:
 			s.seq++
-			s.done.push(event{t: s.now + max(a.remaining, 0)/a.rate, seq: s.seq, act: a})
+			s.done.push(s.now+max(a.remaining, 0)/a.rate, s.seq, a.id)
 		}
 	}
 }

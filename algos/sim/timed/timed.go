@@ -233,13 +233,12 @@ type waitRun struct {
 	at, end, sib, done int
 }
 
-// event is something that happens at a time: an arrival, a credit or a
-// start, or an activity's completion at its current rate.
+// event is something that happens at a time: an arrival, a credit, a
+// start or a bucket running dry.
 type event struct {
 	t    float64
 	seq  int64
 	c    *conn
-	act  *activity
 	a    int // actor index; evBucket: resource index
 	kind int
 }
@@ -253,93 +252,128 @@ const (
 
 // timeline is a heap of things that happen at a time, in the order they
 // were scheduled at equal times. Every (t, seq) is unique, so the order
-// of pops does not depend on how the heap is kept. An activity's
-// completion knows its place (activity.slot), so that a new rate moves it
-// instead of leaving a stale one behind.
+// of pops does not depend on how the heap is kept.
 type timeline []event
 
 func (e *event) before(o *event) bool { return e.t < o.t || (e.t == o.t && e.seq < o.seq) }
 
-func (h timeline) place(i int) {
-	if a := h[i].act; a != nil {
-		a.slot = i + 1
-	}
-}
-
-func (h timeline) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h.place(i)
-	h.place(j)
-}
-
-// up moves event i towards the top while it is earlier than its parent,
-// and reports whether it moved.
-func (h timeline) up(i int) bool {
-	moved := false
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(&h[p]) {
-			break
-		}
-		h.swap(i, p)
-		i, moved = p, true
-	}
-	return moved
-}
-
-// down moves event i towards the bottom while a child is earlier.
-func (h timeline) down(i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && h[r].before(&h[l]) {
-			m = r
-		}
-		if !h[m].before(&h[i]) {
-			return
-		}
-		h.swap(i, m)
-		i = m
-	}
-}
-
 func (h *timeline) push(e event) {
 	*h = append(*h, e)
-	h.place(len(*h) - 1)
-	h.up(len(*h) - 1)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q[i].before(&q[p]) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
 }
 
-// remove takes event i out.
-func (h *timeline) remove(i int) event {
+func (h *timeline) pop() event {
 	q := *h
-	last := len(q) - 1
-	if i != last {
-		q.swap(i, last)
-	}
-	e := q[last]
-	q[last] = event{}
+	e, last := q[0], len(q)-1
+	q[0], q[last] = q[last], event{}
 	q = q[:last]
 	*h = q
-	if i < last && !q.up(i) {
-		q.down(i)
-	}
-	if e.act != nil {
-		e.act.slot = 0
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(q) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(q) && q[r].before(&q[l]) {
+			m = r
+		}
+		if !q[m].before(&q[i]) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
 	}
 	return e
 }
 
-func (h *timeline) pop() event { return h.remove(0) }
+// completions is the heap of the activities' completions at their current
+// rates, in the order they were scheduled at equal times (as timeline).
+// It is indexed: slot[id] is 1 + the place of activity id's completion (0:
+// none), so that a new rate moves it instead of leaving a stale one
+// behind. Entries name activities by id, not pointer, so that keeping
+// the heap touches only the heap and the slots, not the activities.
+type completions struct {
+	h    []completion
+	slot []int32 // by activity id
+}
 
-// move gives event i a new time and order.
-func (h timeline) move(i int, t float64, seq int64) {
-	h[i].t, h[i].seq = t, seq
-	if !h.up(i) {
-		h.down(i)
+type completion struct {
+	t   float64
+	seq int64
+	id  int32
+}
+
+func (e *completion) before(o *completion) bool {
+	return e.t < o.t || (e.t == o.t && e.seq < o.seq)
+}
+
+// set puts e at place i.
+func (q *completions) set(i int, e completion) {
+	q.h[i] = e
+	q.slot[e.id] = int32(i + 1)
+}
+
+// fix puts e at place i, or above or below it where it belongs.
+func (q *completions) fix(i int, e completion) {
+	up := false
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.before(&q.h[p]) {
+			break
+		}
+		q.set(i, q.h[p])
+		i, up = p, true
 	}
+	for n := len(q.h); !up; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.h[r].before(&q.h[l]) {
+			m = r
+		}
+		if !q.h[m].before(&e) {
+			break
+		}
+		q.set(i, q.h[m])
+		i = m
+	}
+	q.set(i, e)
+}
+
+func (q *completions) push(t float64, seq int64, id int32) {
+	q.h = append(q.h, completion{})
+	q.fix(len(q.h)-1, completion{t: t, seq: seq, id: id})
+}
+
+// remove takes the completion at place i out.
+func (q *completions) remove(i int) completion {
+	e, last := q.h[i], len(q.h)-1
+	end := q.h[last]
+	q.h = q.h[:last]
+	q.slot[e.id] = 0
+	if i < last {
+		q.fix(i, end)
+	}
+	return e
+}
+
+func (q *completions) pop() completion { return q.remove(0) }
+
+// move gives the completion at place i a new time and order.
+func (q *completions) move(i int, t float64, seq int64) {
+	e := q.h[i]
+	e.t, e.seq = t, seq
+	q.fix(i, e)
 }
 
 // Sim is the state of one Run.
@@ -355,7 +389,8 @@ type Sim struct {
 	res     []resource
 	names   []string       // of each resource
 	buckets []*tokenBucket // of each resource (nil: none); nil without Params.Bucket
-	done    timeline       // completions
+	done    completions    // of the activities
+	byID    []*activity    // every activity made, by id
 	touched []*activity    // activities whose component needs a new solve
 	free    []*activity    // finished, to reuse
 	stamp   int
@@ -527,11 +562,11 @@ func (s *Sim) loop() error {
 		}
 		first, src := s.next()
 		switch {
-		case len(s.done) > 0 && (first == nil || s.done[0].t < first.t):
+		case len(s.done.h) > 0 && (first == nil || s.done.h[0].t < first.t):
 			c := s.done.pop()
 			s.now = max(s.now, c.t)
 			s.nev++
-			s.finish(c.act)
+			s.finish(s.byID[c.id])
 			continue
 		case first == nil:
 			for i := range s.res {
