@@ -172,12 +172,22 @@ func (s *Sim) activity(v activity) *activity {
 		s.free = s.free[:n-1]
 		v.id = a.id
 		*a = v
+		s.done.setGroup(a.id, s.group(a.res))
 		return a
 	}
 	v.id = int32(len(s.byID))
 	s.byID = append(s.byID, &v)
-	s.done.slot = append(s.done.slot, 0)
+	s.done.add(s.group(v.res))
 	return &v
+}
+
+// group is the completions' group of an activity on resources res: its
+// first resource's (a CPU stage's core pool, a flow's uplink), 0 for none.
+func (s *Sim) group(res []int) int32 {
+	if len(res) == 0 {
+		return 0
+	}
+	return int32(res[0] + 1)
 }
 
 // resolve re-solves the components of the touched activities.
@@ -244,14 +254,14 @@ func (s *Sim) component(seed *activity) {
 			continue // same rate: its completion stands
 		}
 		a.queued = a.rate > 0
-		slot := s.done.slot[a.id]
+		queued := s.done.slot[a.id] > 0
 		switch {
-		case !a.queued && slot > 0:
-			s.done.remove(int(slot) - 1)
+		case !a.queued && queued:
+			s.done.remove(a.id)
 		case !a.queued:
-		case slot > 0:
+		case queued:
 			s.seq++
-			s.done.move(int(slot)-1, s.now+max(a.remaining, 0)/a.rate, s.seq)
+			s.done.move(a.id, s.now+max(a.remaining, 0)/a.rate, s.seq)
 		default:
 			s.seq++
 			s.done.push(s.now+max(a.remaining, 0)/a.rate, s.seq, a.id)

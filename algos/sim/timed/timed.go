@@ -294,88 +294,6 @@ func (h *timeline) pop() event {
 	return e
 }
 
-// completions is the heap of the activities' completions at their current
-// rates, in the order they were scheduled at equal times (as timeline).
-// It is indexed: slot[id] is 1 + the place of activity id's completion (0:
-// none), so that a new rate moves it instead of leaving a stale one
-// behind. Entries name activities by id, not pointer, so that keeping
-// the heap touches only the heap and the slots, not the activities.
-type completions struct {
-	h    []completion
-	slot []int32 // by activity id
-}
-
-type completion struct {
-	t   float64
-	seq int64
-	id  int32
-}
-
-func (e *completion) before(o *completion) bool {
-	return e.t < o.t || (e.t == o.t && e.seq < o.seq)
-}
-
-// set puts e at place i.
-func (q *completions) set(i int, e completion) {
-	q.h[i] = e
-	q.slot[e.id] = int32(i + 1)
-}
-
-// fix puts e at place i, or above or below it where it belongs.
-func (q *completions) fix(i int, e completion) {
-	up := false
-	for i > 0 {
-		p := (i - 1) / 2
-		if !e.before(&q.h[p]) {
-			break
-		}
-		q.set(i, q.h[p])
-		i, up = p, true
-	}
-	for n := len(q.h); !up; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && q.h[r].before(&q.h[l]) {
-			m = r
-		}
-		if !q.h[m].before(&e) {
-			break
-		}
-		q.set(i, q.h[m])
-		i = m
-	}
-	q.set(i, e)
-}
-
-func (q *completions) push(t float64, seq int64, id int32) {
-	q.h = append(q.h, completion{})
-	q.fix(len(q.h)-1, completion{t: t, seq: seq, id: id})
-}
-
-// remove takes the completion at place i out.
-func (q *completions) remove(i int) completion {
-	e, last := q.h[i], len(q.h)-1
-	end := q.h[last]
-	q.h = q.h[:last]
-	q.slot[e.id] = 0
-	if i < last {
-		q.fix(i, end)
-	}
-	return e
-}
-
-func (q *completions) pop() completion { return q.remove(0) }
-
-// move gives the completion at place i a new time and order.
-func (q *completions) move(i int, t float64, seq int64) {
-	e := q.h[i]
-	e.t, e.seq = t, seq
-	q.fix(i, e)
-}
-
 // Sim is the state of one Run.
 type Sim struct {
 	p       *Params
@@ -562,7 +480,7 @@ func (s *Sim) loop() error {
 		}
 		first, src := s.next()
 		switch {
-		case len(s.done.h) > 0 && (first == nil || s.done.h[0].t < first.t):
+		case s.done.first() != nil && (first == nil || s.done.first().t < first.t):
 			c := s.done.pop()
 			s.now = max(s.now, c.t)
 			s.nev++
