@@ -57,7 +57,7 @@ func (s *Sim) try(i int) {
 		s.stageDone(i, elems)
 		return
 	}
-	s.start(s.activity(activity{remaining: work, cap: 1, res: s.poolRes[a.host], actor: i, elems: elems}))
+	s.start(s.activity(work, 1, s.poolRes[a.host], nil, i, elems))
 }
 
 // waited reports whether the Waits holding actor a's Op are met.
@@ -190,7 +190,7 @@ func (s *Sim) enqueue(f *flow, elems int64) {
 
 // drain starts the transfer of f's oldest pending slice.
 func (s *Sim) drain(f *flow) {
-	f.act = s.activity(activity{remaining: f.pending[0], cap: f.cap, res: f.res, flow: f})
+	f.act = s.activity(f.pending[0], f.cap, f.res, f, 0, 0)
 	s.start(f.act)
 }
 

@@ -32,20 +32,15 @@ func (e *completion) before(o *completion) bool {
 	return e.t < o.t || (e.t == o.t && e.seq < o.seq)
 }
 
-// add makes room for a new activity, of group g (the next id).
-func (q *completions) add(g int32) {
-	q.slot = append(q.slot, 0)
-	q.group = append(q.group, 0)
-	q.setGroup(int32(len(q.slot)-1), g)
+// init makes the groups 0 to n-1.
+func (q *completions) init(n int) {
+	q.groups, q.gslot = make([]ordered, n), make([]int32, n)
 }
 
-// setGroup puts activity id, which has no completion, in group g.
-func (q *completions) setGroup(id, g int32) {
-	q.group[id] = g
-	for int(g) >= len(q.groups) {
-		q.groups = append(q.groups, nil)
-		q.gslot = append(q.gslot, 0)
-	}
+// add makes room for a new activity, the next id; its group is set apart.
+func (q *completions) add() {
+	q.slot = append(q.slot, 0)
+	q.group = append(q.group, 0)
 }
 
 // first is the earliest completion (its id is a group's), or nil.

@@ -165,20 +165,27 @@ func (s *Sim) finish(a *activity) {
 	s.free = append(s.free, a)
 }
 
-// activity returns a new activity that is v, reusing a finished one.
-func (s *Sim) activity(v activity) *activity {
+// activity returns an activity of remaining units, at most cap units per
+// ns, on the resources res, that ends the transfer of flow f's oldest
+// slice or else actor's CPU stage of a slice of elems elements: a finished
+// one reused, or a new one. Its fields are set one by one, not copied
+// from a value: a copy of the whole activity runs the write barrier over
+// all of it.
+func (s *Sim) activity(remaining, cap float64, res []int, f *flow, actor int, elems int64) *activity {
+	var a *activity
 	if n := len(s.free); n > 0 {
-		a := s.free[n-1]
+		a = s.free[n-1]
 		s.free = s.free[:n-1]
-		v.id = a.id
-		*a = v
-		s.done.setGroup(a.id, s.group(a.res))
-		return a
+		a.t0, a.rate, a.mark, a.frozen, a.finished, a.queued = 0, 0, 0, false, false, false
+	} else {
+		a = &activity{id: int32(len(s.byID))}
+		s.byID = append(s.byID, a)
+		s.done.add()
 	}
-	v.id = int32(len(s.byID))
-	s.byID = append(s.byID, &v)
-	s.done.add(s.group(v.res))
-	return &v
+	a.remaining, a.cap, a.actor, a.elems = remaining, cap, actor, elems
+	a.res, a.flow = res, f
+	s.done.group[a.id] = s.group(res)
+	return a
 }
 
 // group is the completions' group of an activity on resources res: its

@@ -352,6 +352,7 @@ func run(p *Params, channels [][]algos.Schedule, tokens []float64) (Result, []fl
 	if err := s.build(channels); err != nil {
 		return Result{}, nil, err
 	}
+	s.done.init(len(s.res) + 1) // Sim.group
 	for ri, t := range tokens {
 		if s.buckets[ri] != nil {
 			s.buckets[ri].tokens = t
