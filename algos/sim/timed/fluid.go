@@ -245,13 +245,19 @@ func (s *Sim) component(seed *activity) {
 		old = append(old, a.rate)
 	}
 	s.acts, s.comp, s.old = acts, res, old
-	solve(s.res, res, acts)
-	for _, ri := range res {
-		r := &s.res[ri]
-		r.used = 0
-		for _, u := range r.users {
-			r.used += u.rate
+	if len(res) == 1 && alike(acts) {
+		solveOne(&s.res[res[0]], acts)
+	} else {
+		solve(s.res, res, acts)
+		for _, ri := range res {
+			r := &s.res[ri]
+			r.used = 0
+			for _, u := range r.users {
+				r.used += u.rate
+			}
 		}
+	}
+	for _, ri := range res {
 		if s.buckets != nil && s.buckets[ri] != nil {
 			s.scheduleDry(ri)
 		}
@@ -273,6 +279,38 @@ func (s *Sim) component(seed *activity) {
 			s.seq++
 			s.done.push(s.now+max(a.remaining, 0)/a.rate, s.seq, a.id)
 		}
+	}
+}
+
+// alike reports whether the activities of a component of one resource
+// use only it and share one cap: a core pool's CPU stages.
+func alike(acts []*activity) bool {
+	for _, a := range acts {
+		if len(a.res) != 1 || a.cap != acts[0].cap {
+			return false
+		}
+	}
+	return true
+}
+
+// solveOne is solve, and the sum of the rates (r.used), for the users of
+// r when they are alike: they all rise and freeze together, so the
+// same steps as solve's, made once, give every one its rate, to the bit.
+func solveOne(r *resource, acts []*activity) {
+	n, c := float64(len(acts)), acts[0].cap
+	level, left := 0.0, r.capacity
+	for {
+		step := min(math.Inf(1), left/n, c-level)
+		level += step
+		left -= step * n
+		if !math.IsInf(c, 1) && c-level <= c*1e-12 || left <= r.capacity*1e-12 {
+			break
+		}
+	}
+	r.used = 0
+	for _, a := range acts {
+		a.rate, a.frozen = level, true
+		r.used += level
 	}
 }
 
