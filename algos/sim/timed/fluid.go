@@ -88,7 +88,7 @@ type activity struct {
 	mark      int
 	frozen    bool
 	finished  bool
-	queued    bool // a completion at its current rate is on the timeline
+	queued    bool // a completion at its current rate is in Sim.done
 	// What ends when it completes: the transfer of flow's oldest slice,
 	// or else actor's CPU stage of a slice of elems elements.
 	flow  *flow
