@@ -32,10 +32,11 @@ type predictFlags struct {
 	slowHosts, slowLinks      []string
 	lateStarts                []string
 	maxTransfers              int64
+	mtu                       int
 }
 
 func defaultPredictFlags() predictFlags {
-	return predictFlags{ppn: 1, minBytes: 8, maxBytes: 128 << 20, stepFactor: 2, maxTransfers: predict.DefaultMaxTransfers}
+	return predictFlags{ppn: 1, mtu: 1500, minBytes: 8, maxBytes: 128 << 20, stepFactor: 2, maxTransfers: predict.DefaultMaxTransfers}
 }
 
 func (f *predictFlags) register(fs *pflag.FlagSet) {
@@ -45,6 +46,7 @@ func (f *predictFlags) register(fs *pflag.FlagSet) {
 	i(&f.hosts, "hosts", "", 1, 1<<20, "hosts in the cluster (required)")
 	i(&f.ppn, "ranks-per-host", "", 1, 1024, "ranks on each host, numbered host by host")
 	fs.StringVar(&f.link, "link", "", "each host's NIC: RATE[,LATENCY], tc units (100mbit, 1gbit, 25gbit; 12.5mbps is bytes) and a latency added to every hop between hosts (50us, 1ms); default unlimited: the calibration's transport alone")
+	i(&f.mtu, "mtu", "", 0, predict.MaxMTU, fmt.Sprintf("the links' MTU: --link's rate counts Ethernet frames (as tc's shapers do), of which TCP's payload gets (MTU-52)/(MTU+14+33) at this MTU (0.936 at 1500: headers, and the ACKs of what a host receives); 0: --link's rate is payload. %d..%d or 0", predict.MinMTU, predict.MaxMTU))
 	fs.StringVar(&f.burst, "burst", "", "each host link's token bucket, as a shaper (tc's tbf) or a cloud's egress limit has: SIZE[,RATE], SIZE bytes (-b's syntax) an idle link may send at up to RATE (--link's units; default 10 x the link's rate) before it falls back to its rate (needs --link)")
 	fs.StringVar(&f.consts, "consts", "", "calibration constants (cc-perf calibrate's file, the CC_TUNE_FILE format); default CC_TUNE_FILE, else the built-in constants")
 	fs.StringVar(&f.algo, "algo", "", "algorithms to replay, comma-separated (ring, tree, ctring, recdbl, rabenseifner); default every modelled one the tuner may pick")
@@ -139,7 +141,7 @@ func (f *predictFlags) config(c *bench.Coll, hostsSet bool, e *env) (*predict.Co
 		return nil, usagef("-b/--minbytes %d, -e/--maxbytes %d: want 1 <= minbytes <= maxbytes", min, max)
 	}
 	cfg := &predict.Config{Coll: c, Hosts: f.hosts, PPN: f.ppn, ElemSize: 4, Root: f.root,
-		Cores: f.cores, SharedCores: f.shared, MaxTransfers: f.maxTransfers}
+		Cores: f.cores, SharedCores: f.shared, MaxTransfers: f.maxTransfers, MTU: f.mtu}
 	bench.Sizes(min, max, 0, int64(f.stepFactor), func(size int64) bool {
 		cfg.Sizes = append(cfg.Sizes, size)
 		return true

@@ -36,6 +36,10 @@ type Config struct {
 	// 0 for unlimited; LinkLatency is added to every hop between hosts,
 	// in ns.
 	LinkRate, LinkLatency float64
+	// MTU, when not 0, is the links' MTU: LinkRate is then what a shaper
+	// counts, Ethernet frames, of which TCP's payload gets WireShare; 0
+	// takes LinkRate as payload.
+	MTU int
 	// Burst, when not nil, is a token bucket on each host link (needs
 	// LinkRate): what a shaper (tbf) or a cloud's egress limit lets an
 	// idle link send above its rate.
@@ -140,6 +144,45 @@ func modelled(a algos.Algo) string {
 	return ""
 }
 
+// The MTUs --mtu accepts: IPv4's smallest datagram every host must take,
+// and loopback's.
+const (
+	MinMTU = 576
+	MaxMTU = 65536
+)
+
+// WireShare is the share of an Ethernet link's rate that carries TCP's
+// payload over IPv4 at mtu, on a link that receives as much as it sends
+// (a ring's, or any host's of an all-reduce): a full segment carries
+// mtu-52 bytes (IPv4's 20 and TCP's 20 header bytes, the timestamp option's
+// 12, on by default in Linux) in a frame of mtu+14 bytes (the Ethernet
+// header; a shaper, tc's tbf, counts it, and the headers of every segment
+// of a GSO packet), and the link also carries, the other way, one 66-byte
+// ACK for every two segments it receives (delayed ACKs): half an ACK per
+// segment. At 1500 bytes 1448 / (1514 + 33) = 0.936, at 9000 0.989.
+// Preamble, inter-frame gap and FCS are left out: a shaper does not count
+// them (a NIC's line rate does: 1448/1538 = 0.941 of it at 1500 without
+// ACKs).
+func WireShare(mtu int) float64 {
+	if mtu == 0 {
+		return 1
+	}
+	return float64(mtu-52) / (float64(mtu+14) + 66.0/2)
+}
+
+// payloadRate is the links' rate for TCP's payload: LinkRate x
+// WireShare(MTU).
+func (c *Config) payloadRate() float64 { return c.LinkRate * WireShare(c.MTU) }
+
+// payloadBucket is Burst in payload bytes, as payloadRate.
+func (c *Config) payloadBucket() *timed.Bucket {
+	if c.Burst == nil || c.MTU == 0 {
+		return c.Burst
+	}
+	w := WireShare(c.MTU)
+	return &timed.Bucket{Size: c.Burst.Size * w, Peak: c.Burst.Peak * w}
+}
+
 // Validate checks a Config before anything runs: one-line errors naming
 // the bad value and what is allowed.
 func (c *Config) Validate() error {
@@ -155,6 +198,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("root %d: want a rank in [0, %d)", c.Root, c.Hosts*c.PPN)
 	case c.LinkRate < 0 || c.LinkLatency < 0:
 		return fmt.Errorf("link rate %g, latency %g ns: want both >= 0", c.LinkRate, c.LinkLatency)
+	case c.MTU != 0 && (c.MTU < MinMTU || c.MTU > MaxMTU):
+		return fmt.Errorf("--mtu %d: want 0 (the link rate is payload) or %d..%d bytes", c.MTU, MinMTU, MaxMTU)
 	case c.Burst != nil && c.LinkRate == 0:
 		return errors.New("--burst: a token bucket lets a link exceed its rate, and --link gives none (unlimited)")
 	case c.Burst != nil && !(c.Burst.Size > 0 && c.Burst.Peak > c.LinkRate && !math.IsInf(c.Burst.Peak, 1)):
@@ -320,9 +365,10 @@ func (c *Config) closedConsts() *tune.Consts {
 	}
 	k := *c.Consts
 	net := &k.Class[tune.Net]
+	rate := c.payloadRate()
 	for p := range protocols.NumProtos {
-		net.Beta[p] = min(net.Beta[p], c.LinkRate)
-		net.BetaMax[p] = min(net.BetaMax[p], c.LinkRate)
+		net.Beta[p] = min(net.Beta[p], rate)
+		net.BetaMax[p] = min(net.BetaMax[p], rate)
 	}
 	return &k
 }
@@ -529,7 +575,7 @@ func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step in
 		Inter: timed.Class{Alpha: inter.Alpha[p]*1000 + c.LinkLatency, Beta: inter.Beta[p]},
 		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
 		Cores: c.cores(), SharedCores: c.SharedCores,
-		Uplink: c.LinkRate, Downlink: c.LinkRate, Bucket: c.Burst, SlowLinks: c.SlowLinks, Fabric: c.Fabric}
+		Uplink: c.payloadRate(), Downlink: c.payloadRate(), Bucket: c.payloadBucket(), SlowLinks: c.SlowLinks, Fabric: c.Fabric}
 	if len(c.SlowHosts) > 0 {
 		tp.SlowHost = make([]float64, c.Hosts)
 		for h := range tp.SlowHost {

@@ -2,6 +2,7 @@ package predict
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -377,5 +378,84 @@ func TestSkippedOncePerValidate(t *testing.T) {
 	}
 	if !slices.Equal(c.Skipped, first) {
 		t.Errorf("after a second Validate, %d rows skipped, want the first Validate's %d: %q", len(c.Skipped), len(first), first)
+	}
+}
+
+// TestWireShare: TCP's payload share of a shaped Ethernet link, by MTU:
+// 1448 payload bytes in a 1514-byte frame plus half a 66-byte ACK at
+// 1500, 8948 in 9014 plus the same at 9000, all of it without an MTU.
+func TestWireShare(t *testing.T) {
+	for _, tc := range []struct {
+		mtu  int
+		want float64
+	}{{0, 1}, {1500, 1448.0 / 1547}, {9000, 8948.0 / 9047}} {
+		if got := WireShare(tc.mtu); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("WireShare(%d) = %v, want %v", tc.mtu, got, tc.want)
+		}
+	}
+}
+
+// TestMTUCarriesPayload: a link of rate R at an MTU predicts, for every
+// row, shortcut and bucket, what a link of R x WireShare(MTU) without one
+// does (to the bit: the same payload rate everywhere), and the ring's
+// bandwidth-bound time on 2 hosts grows by 1/WireShare.
+func TestMTUCarriesPayload(t *testing.T) {
+	const rate, mtu = 0.125, 1500 // 1 Gbit/s
+	w := WireShare(mtu)
+	mk := func(r float64, m int, burst float64) *Config {
+		c := base()
+		c.Hosts, c.PPN, c.Sizes = 4, 2, []int64{1 << 16, 1<<22 + 4} // an odd count: the fold rounds it up, with a bound
+		c.Algos = []algos.Algo{algos.Ring, algos.Tree}
+		c.LinkRate, c.MTU = r, m
+		c.Burst = &timed.Bucket{Size: 131072 * burst, Peak: 10 * r}
+		c.MaxTransfers = 1000 // at 4 MiB the ring folds, the tree extrapolates
+		return c
+	}
+	framed, err := Run(mk(rate, mtu, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shortcuts := 0
+	for _, r := range framed {
+		for _, e := range r.Entries {
+			if e.Shortcut != "" {
+				shortcuts++
+			}
+		}
+	}
+	if shortcuts == 0 {
+		t.Fatal("no entry took a shortcut: the test would not see their bounds")
+	}
+	payload, err := Run(mk(rate*w, 0, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(framed, payload) {
+		t.Errorf("MTU %d at %g GB/s predicts\n%+v\nand %g GB/s of payload\n%+v", mtu, rate, framed, rate*w, payload)
+	}
+	ring := func(m int) float64 {
+		c := base()
+		c.Sizes, c.LinkRate, c.MTU = []int64{64 << 20}, rate, m
+		c.Algos, c.Protos = []algos.Algo{algos.Ring}, []protocols.Proto{protocols.Simple}
+		rows, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].Pick.TimeUS
+	}
+	if got := ring(mtu) / ring(0); math.Abs(got*w-1) > 0.01 {
+		t.Errorf("a 64 MiB ring at MTU %d takes %.4fx its time without one, want 1/%.4f", mtu, got, w)
+	}
+}
+
+// TestBadMTU: an MTU below IPv4's 576 bytes or above 65536 is refused
+// before anything runs.
+func TestBadMTU(t *testing.T) {
+	for _, mtu := range []int{-1, 100, 575, 65537} {
+		c := base()
+		c.LinkRate, c.MTU = 0.125, mtu
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--mtu") {
+			t.Errorf("MTU %d: %v, want an error naming --mtu", mtu, err)
+		}
 	}
 }

@@ -70,7 +70,7 @@ func (c *Config) fold(k candidate, sh shape, count int64) (Entry, error) {
 	// sends 2(n-1)/n of its buffer) at the slowest rate a byte meets.
 	rate := c.Consts.Class[tune.Net].Beta[k.proto]
 	if c.LinkRate > 0 {
-		rate = min(rate, c.LinkRate)
+		rate = min(rate, c.payloadRate())
 	}
 	extra := float64(rounded-count) * float64(c.ElemSize) * 2
 	e.BoundUS = extra / rate / 1000

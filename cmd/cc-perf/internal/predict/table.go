@@ -15,6 +15,9 @@ func (c *Config) Describe() []string {
 	link := "unlimited (the calibration's transport alone)"
 	if c.LinkRate > 0 {
 		link = fmt.Sprintf("%s per host each way", rateString(c.LinkRate))
+		if c.MTU > 0 {
+			link += fmt.Sprintf(" (%s of TCP payload at MTU %d: headers and ACKs take %.1f%%)", rateString(c.payloadRate()), c.MTU, 100*(1-WireShare(c.MTU)))
+		}
 	}
 	if c.Burst != nil {
 		link += fmt.Sprintf(" with a %.0f-byte bucket spent at up to %s", c.Burst.Size, rateString(c.Burst.Peak))
@@ -60,11 +63,11 @@ func rateString(gbps float64) string {
 	bits := gbps * 8e9
 	switch {
 	case bits >= 1e9:
-		return fmt.Sprintf("%gGbit/s", bits/1e9)
+		return fmt.Sprintf("%.4gGbit/s", bits/1e9)
 	case bits >= 1e6:
-		return fmt.Sprintf("%gMbit/s", bits/1e6)
+		return fmt.Sprintf("%.4gMbit/s", bits/1e6)
 	}
-	return fmt.Sprintf("%gbit/s", bits)
+	return fmt.Sprintf("%.4gbit/s", bits)
 }
 
 // WriteText writes the prediction: the header, the nccl-tests table of
