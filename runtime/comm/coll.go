@@ -224,20 +224,25 @@ func checkBuf(name string, b []byte, count int, dt reduce.DataType) error {
 	return nil
 }
 
-// inPlace reports whether the call is in place in NCCL's sense.
+// inPlace reports whether the call is in place in NCCL's sense: neither
+// side empty, and send where inPlaceAt puts it.
 func (c *Comm) inPlace(k *coll, sendCount, recvCount int) bool {
-	if sendCount == 0 || recvCount == 0 {
-		return false
-	}
-	esize := int64(k.dt.Size())
-	s, r := addr(k.send), addr(k.recv)
+	return sendCount > 0 && recvCount > 0 && addr(k.send) == addr(k.recv)+c.inPlaceAt(k)
+}
+
+// inPlaceAt is where an in-place call's send buffer starts, relative to
+// its recv buffer (mod 2^64): at recv's block of this rank for
+// AllGather, this rank's block before recv for ReduceScatter (recv is
+// send's block), the same address otherwise.
+func (c *Comm) inPlaceAt(k *coll) uintptr {
+	block := uintptr(int64(c.rank) * k.count * int64(k.dt.Size()))
 	switch k.kind {
 	case algos.AllGather:
-		return s == r+uintptr(int64(c.rank)*k.count*esize)
+		return block
 	case algos.ReduceScatter:
-		return r == s+uintptr(int64(c.rank)*k.count*esize)
+		return -block
 	}
-	return s == r
+	return 0
 }
 
 func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -95,15 +95,8 @@ type callShape struct {
 func (c *Comm) shapeOf(k *coll) callShape {
 	sendCount, recvCount := c.counts(k.kind, int(k.count), k.root)
 	es := k.dt.Size()
-	sh := callShape{sendBytes: sendCount * es, recvBytes: recvCount * es, inPlaceOK: sendCount > 0 && recvCount > 0}
-	block := uintptr(int64(c.rank) * k.count * int64(es))
-	switch k.kind {
-	case algos.AllGather:
-		sh.inPlaceAt = block
-	case algos.ReduceScatter:
-		sh.inPlaceAt = -block
-	}
-	return sh
+	return callShape{sendBytes: sendCount * es, recvBytes: recvCount * es,
+		inPlaceOK: sendCount > 0 && recvCount > 0, inPlaceAt: c.inPlaceAt(k)}
 }
 
 // fits reports whether send and recv have the shape: large enough, and in
