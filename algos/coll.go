@@ -37,7 +37,9 @@ func (c Coll) String() string {
 // Rabenseifner, recursive-halving reduce-scatter then recursive-doubling
 // all-gather (shared/reference/small-message-algorithms.md); HierRecDbl,
 // an all-reduce composed of a reduce to one leader per host, recursive
-// doubling between the leaders and a broadcast back (logstep_hier.go).
+// doubling between the leaders and a broadcast back (logstep_hier.go);
+// CMA, the single-copy all-gather of one host, which reads the other
+// ranks' send buffers with cross-memory attach (cma.go).
 type Algo int
 
 // The algorithms.
@@ -54,12 +56,13 @@ const (
 	RecDbl
 	Rabenseifner
 	HierRecDbl
+	CMA
 
 	// NumAlgos is the number of algorithms.
-	NumAlgos = int(HierRecDbl) + 1
+	NumAlgos = int(CMA) + 1
 )
 
-var algoNames = [NumAlgos]string{"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "CTRing", "OneShot", "RecDbl", "Rabenseifner", "HierRecDbl"}
+var algoNames = [NumAlgos]string{"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "CTRing", "OneShot", "RecDbl", "Rabenseifner", "HierRecDbl", "CMA"}
 
 // String returns NCCL's name of the algorithm, e.g. "CollNetDirect".
 func (a Algo) String() string {

@@ -42,6 +42,10 @@ type Flat struct {
 	Piece func(slotElems int64, nranks int) int64
 	// Unavailable says why the row cannot run on topo, or "".
 	Unavailable func(topo *Topo) string
+	// Hold: after its Gets a rank synchronizes once more, so that no rank
+	// returns (and lets its caller change its input) while another may
+	// still read that input (FlatGet.Peer).
+	Hold bool
 }
 
 // FlatArgs are what a Flat plan is given.
@@ -77,6 +81,9 @@ type FlatPut struct {
 // FlatGet writes Count elements of Output at OutOff:
 //
 //	Local:          a copy of Input at InOff (the rank's own data)
+//	Peer:           a copy of rank Rank's Input at InOff, read straight
+//	                from that rank's buffer (cross-memory attach, CMA);
+//	                only in a Flat with Hold
 //	With >= 0:      slot[Rank] ⊕ slot[With], both at SlotOff
 //	Reduce:         Output ⊕ slot[Rank]
 //	otherwise:      a copy of slot[Rank]
@@ -87,6 +94,7 @@ type FlatGet struct {
 	InOff, SlotOff, OutOff int64
 	Count                  int64
 	Local, Reduce, Post    bool
+	Peer                   bool
 }
 
 // oneShotRow is the row of a one-shot collective. It has one protocol
@@ -101,12 +109,16 @@ func oneShotRow(c Coll) Algorithm {
 // OneShotUnavailable says why the one-shot rows cannot run on topo: they
 // need every rank on one host (shared memory) and at most
 // OneShotMaxRanks of them.
-func OneShotUnavailable(topo *Topo) string {
+func OneShotUnavailable(topo *Topo) string { return oneHostUnavailable(OneShot, topo) }
+
+// oneHostUnavailable says why flat row a, which needs every rank on one
+// host and at most OneShotMaxRanks of them, cannot run on topo, or "".
+func oneHostUnavailable(a Algo, topo *Topo) string {
 	switch {
 	case topo.NHosts() > 1:
-		return fmt.Sprintf("OneShot runs only when every rank is on one host, and the ranks are on %d hosts", topo.NHosts())
+		return fmt.Sprintf("%s runs only when every rank is on one host, and the ranks are on %d hosts", a, topo.NHosts())
 	case topo.NRanks > OneShotMaxRanks:
-		return fmt.Sprintf("OneShot runs with at most %d ranks, and there are %d", OneShotMaxRanks, topo.NRanks)
+		return fmt.Sprintf("%s runs with at most %d ranks, and there are %d", a, OneShotMaxRanks, topo.NRanks)
 	}
 	return ""
 }

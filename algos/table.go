@@ -154,12 +154,13 @@ var Algorithms = []Algorithm{
 	oneShotRow(AllGather),
 	oneShotRow(Broadcast),
 	oneShotRow(Reduce),
+	cmaRow(AllGather),
 }
 
 // Preference is the order in which messages list algorithms: the ring
 // first, the default NCCL users know, then the others in NCCL's order.
 // Which one runs is the tuner's choice (runtime/tune).
-var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing, OneShot, RecDbl, Rabenseifner, HierRecDbl}
+var Preference = []Algo{Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, CTRing, OneShot, RecDbl, Rabenseifner, HierRecDbl, CMA}
 
 // Fallback is the algorithm every collective has a row for, with every
 // protocol: what a program's own coordination runs on whatever the user

@@ -6,14 +6,16 @@ package sim
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/seed-760dd1f1/cc/algos"
 )
 
 // FlatStats is what RunFlat counted.
 type FlatStats struct {
-	Syncs     int   // synchronizations: one per piece
+	Syncs     int   // synchronizations: one per piece, two with hold
 	SlotReads int64 // elements read from other ranks' slots, over all ranks
+	PeerReads int64 // elements read from other ranks' inputs, over all ranks
 }
 
 // RunFlat runs plans[r][i], rank r's plan of piece i, for every rank: in
@@ -23,7 +25,12 @@ type FlatStats struct {
 // put in that piece (stale data from an earlier call), or reads another
 // rank's slot elements that rank put for itself alone (FlatPut.Own: a
 // runner may leave them out).
-func RunFlat(ranks []Rank, plans [][]algos.FlatPlan, red Reduction, slotElems int64) (FlatStats, error) {
+//
+// A FlatGet.Peer reads another rank's input as it is when the rank reads
+// it; it needs hold, the row's second synchronization (algos.Flat.Hold),
+// which RunFlat counts, and it may not read input elements its own rank
+// overwrites in the same piece (in place).
+func RunFlat(ranks []Rank, plans [][]algos.FlatPlan, red Reduction, slotElems int64, hold bool) (FlatStats, error) {
 	n := len(ranks)
 	var st FlatStats
 	if n == 0 {
@@ -66,13 +73,63 @@ func RunFlat(ranks []Rank, plans [][]algos.FlatPlan, red Reduction, slotElems in
 		st.Syncs++
 		for r := range n {
 			for _, g := range plans[r][i].Gets {
+				if g.Peer && !hold {
+					return st, fmt.Errorf("rank %d piece %d reads rank %d's input without the second synchronization: that rank may have returned and changed it", r, i, g.Rank)
+				}
 				if err := st.get(ranks, slots, fresh, own, r, g, red); err != nil {
 					return st, fmt.Errorf("rank %d piece %d get: %w", r, i, err)
 				}
 			}
 		}
+		if hold {
+			st.Syncs++
+		}
+		if err := peerInputsIntact(ranks, plans, i); err != nil {
+			return st, err
+		}
 	}
 	return st, nil
+}
+
+// peerInputsIntact fails when a rank's gets of piece i write output
+// elements that are input elements another rank reads from it (Peer) in
+// that piece: the reader could see them before or after the write. A
+// local copy of an element onto itself (in place) changes nothing.
+func peerInputsIntact(ranks []Rank, plans [][]algos.FlatPlan, i int) error {
+	for r := range plans {
+		for _, g := range plans[r][i].Gets {
+			if !g.Peer || g.Count == 0 {
+				continue
+			}
+			src := ranks[g.Rank]
+			d, ok := inputShift(src)
+			if !ok {
+				continue // input and output apart
+			}
+			lo, hi := g.InOff+d, g.InOff+d+g.Count // the read, as output elements
+			for _, w := range plans[g.Rank][i].Gets {
+				if w.Local && w.InOff+d == w.OutOff {
+					continue
+				}
+				if w.OutOff < hi && lo < w.OutOff+w.Count {
+					return fmt.Errorf("rank %d piece %d reads input elements [%d, %d) of rank %d, which that rank's gets overwrite", r, i, g.InOff, g.InOff+g.Count, g.Rank)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// inputShift returns d such that r.In[x] is r.Out[x+d], when In lies in Out.
+func inputShift(r Rank) (int64, bool) {
+	if len(r.In) == 0 || len(r.Out) == 0 {
+		return 0, false
+	}
+	in, out := uintptr(unsafe.Pointer(&r.In[0])), uintptr(unsafe.Pointer(&r.Out[0]))
+	if in < out || in >= out+uintptr(len(r.Out))*8 {
+		return 0, false
+	}
+	return int64(in-out) / 8, true
 }
 
 // get does one FlatGet of rank r.
@@ -104,6 +161,15 @@ func (st *FlatStats) get(ranks []Rank, slots [][]int64, fresh, own [][]bool, r i
 	}
 	var val []int64
 	switch {
+	case g.Peer:
+		if g.Rank < 0 || g.Rank >= n || g.Rank == r {
+			return fmt.Errorf("peer read of rank %d: want another rank of 0..%d", g.Rank, n-1)
+		}
+		if err := inRange("input of rank "+fmt.Sprint(g.Rank), len(ranks[g.Rank].In), g.InOff, g.Count); err != nil {
+			return err
+		}
+		val = append(val, ranks[g.Rank].In[g.InOff:g.InOff+g.Count]...)
+		st.PeerReads += g.Count
 	case g.Local:
 		if err := inRange("input", len(ranks[r].In), g.InOff, g.Count); err != nil {
 			return err

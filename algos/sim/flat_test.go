@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -128,13 +129,23 @@ func checkFlat(t *testing.T, row *algos.Algorithm, n, root int, count, slotElems
 		}
 		plans[r] = row.Flat.Plans(algos.FlatArgs{Coll: row.Coll, Rank: r, NRanks: n, Root: root, Count: count}, slotElems)
 	}
-	st, err := sim.RunFlat(ranks, plans, red, slotElems)
+	st, err := sim.RunFlat(ranks, plans, red, slotElems, row.Flat.Hold)
 	if err != nil {
 		t.Fatal(err)
 	}
 	piece := row.Flat.Piece(slotElems, n)
-	if want := int((count + piece - 1) / piece); st.Syncs != want {
-		t.Errorf("%d synchronizations, want %d (one per piece of %d)", st.Syncs, want, piece)
+	want := int(count / piece)
+	if count%piece != 0 {
+		want++
+	}
+	if row.Flat.Hold {
+		want *= 2
+	}
+	if st.Syncs != want {
+		t.Errorf("%d synchronizations, want %d (one per piece of %d, two with Hold)", st.Syncs, want, piece)
+	}
+	if row.Algo == algos.CMA && st.SlotReads != 0 {
+		t.Errorf("CMA read %d slot elements: it reads inputs only", st.SlotReads)
 	}
 	for r := range n {
 		if row.Coll == algos.Reduce && r != root {
@@ -164,12 +175,60 @@ func TestRunFlatOwnIsPrivate(t *testing.T) {
 				Gets: []algos.FlatGet{{Rank: 0, With: 1, Count: 1}},
 			}}
 		}
-		_, err := sim.RunFlat(ranks, plans, red, 1)
+		_, err := sim.RunFlat(ranks, plans, red, 1, false)
 		if own && err == nil {
 			t.Errorf("Own puts read by the other rank: no error")
 		}
 		if !own && (err != nil || ranks[0].Out[0] != 3 || ranks[1].Out[0] != 3) {
 			t.Errorf("plain puts: err %v, outputs %d %d, want 3 3", err, ranks[0].Out[0], ranks[1].Out[0])
 		}
+	}
+}
+
+// TestRunFlatPeerReads: a get of another rank's input (Peer) needs the
+// row's second synchronization, and may not read input elements that
+// rank's own gets overwrite (in place); the same plan with the hold and
+// apart buffers runs and counts its reads.
+func TestRunFlatPeerReads(t *testing.T) {
+	plan := func(outOff int64) [][]algos.FlatPlan {
+		plans := make([][]algos.FlatPlan, 2)
+		for r := range plans {
+			plans[r] = []algos.FlatPlan{{Gets: []algos.FlatGet{
+				{Rank: r, With: algos.NoPeer, OutOff: outOff, Count: 1, Local: true},
+				{Rank: 1 - r, With: algos.NoPeer, OutOff: 1 - outOff, Count: 1, Peer: true},
+			}}}
+		}
+		return plans
+	}
+	apart := func() []sim.Rank {
+		return []sim.Rank{{In: []int64{10}, Out: make([]int64, 2)}, {In: []int64{20}, Out: make([]int64, 2)}}
+	}
+	if _, err := sim.RunFlat(apart(), plan(0), sim.Reduction{}, 1, false); err == nil || !strings.Contains(err.Error(), "without the second synchronization") {
+		t.Errorf("peer read without hold: %v", err)
+	}
+	ranks := apart()
+	st, err := sim.RunFlat(ranks, plan(0), sim.Reduction{}, 1, true)
+	if err != nil || st.Syncs != 2 || st.PeerReads != 2 || ranks[0].Out[1] != 20 || ranks[1].Out[1] != 10 {
+		t.Errorf("apart with hold: %v, %+v, outputs %v %v", err, st, ranks[0].Out, ranks[1].Out)
+	}
+	// In place, each rank's input is element 0 of its output, and its own
+	// copy writes its input onto element 1: the input the other reads
+	// stays, but a local copy to element 0 from elsewhere would not.
+	inPlace := func() []sim.Rank {
+		rs := []sim.Rank{{Out: []int64{10, 0}}, {Out: []int64{20, 0}}}
+		for r := range rs {
+			rs[r].In = rs[r].Out[:1]
+		}
+		return rs
+	}
+	bad := plan(0)
+	for r := range bad {
+		bad[r][0].Gets[1].OutOff = 0 // the peer's block over the own input
+	}
+	if _, err := sim.RunFlat(inPlace(), bad, sim.Reduction{}, 1, true); err == nil || !strings.Contains(err.Error(), "overwrite") {
+		t.Errorf("peer read of an input its rank overwrites: %v", err)
+	}
+	if _, err := sim.RunFlat(inPlace(), plan(0), sim.Reduction{}, 1, true); err != nil {
+		t.Errorf("in place, own block copied onto itself: %v", err)
 	}
 }

@@ -100,7 +100,7 @@ func simulate(t *testing.T, row *algos.Algorithm, topo *algos.Topo, count int64)
 			}
 			most = max(most, copied)
 		}
-		st, err := sim.RunFlat(ranks, plans, red, slot)
+		st, err := sim.RunFlat(ranks, plans, red, slot, row.Flat.Hold)
 		if err != nil {
 			t.Fatalf("%s/%s on %d ranks: %v", row.Algo, row.Coll, n, err)
 		}

@@ -92,7 +92,7 @@ func TestNoAlgorithmForCall(t *testing.T) {
 			`AllReduce: no algorithm/protocol available for function AllReduce with datatype int32: NCCL_ALGO was set to "allreduce:pat" (implemented for AllReduce: Ring`},
 		{map[string]string{"NCCL_ALGO": "allgather:tree"},
 			func(c *Comm, b []byte) error { return c.AllGather(b[4*c.Rank():4*c.Rank()+4], b, 1, reduce.Float32) },
-			`AllGather: no algorithm/protocol available for function AllGather with datatype float: NCCL_ALGO was set to "allgather:tree" (implemented for AllGather: Ring, CollNetDirect, NVLS, PAT, OneShot, RecDbl)`},
+			`AllGather: no algorithm/protocol available for function AllGather with datatype float: NCCL_ALGO was set to "allgather:tree" (implemented for AllGather: Ring, CollNetDirect, NVLS, PAT, OneShot, RecDbl, CMA)`},
 		{map[string]string{"NCCL_ALGO": "allreduce:ctring", "NCCL_PROTO": "LL"},
 			func(c *Comm, b []byte) error { return c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum) },
 			`no algorithm/protocol available for function AllReduce with datatype int32: NCCL_ALGO was set to "allreduce:ctring", NCCL_PROTO was set to "LL"`},

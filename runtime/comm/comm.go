@@ -84,6 +84,7 @@ type Comm struct {
 	tr           *tcp.Transport
 	peers        []bootstrap.RankInfo
 	seg          *shm.Segment // this host's shared memory; nil when no other rank is local
+	cma          cmaState     // single-copy all-gathers (cma.go)
 	localIndex   map[int]int  // rank -> index among the ranks of this host
 	localRank    int
 
@@ -270,6 +271,9 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		return err
 	}
 	c.openFlat()
+	if err := c.probeCMA(); err != nil {
+		return err
+	}
 	// A receive polls its socket only while a core is free for it.
 	if c.hostRanks <= machineCores {
 		c.tr.SetSpin(p.TCPSpin)

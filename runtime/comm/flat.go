@@ -166,6 +166,17 @@ func (c *Comm) flatDisabled(row *algos.Algorithm) string {
 	if c.flat.area == nil {
 		return fmt.Sprintf("%s has no staging area on this host", row.Algo)
 	}
+	if row.Algo == algos.CMA {
+		if !c.cma.ok {
+			return fmt.Sprintf("CMA is off: %s", c.cma.why)
+		}
+		if !c.p.Algo.Set && c.intraClass() == tune.SHMBusy {
+			// cc-perf against compare-ompi.sh, 4 ranks on 2 cores,
+			// 2026-11-28: the ring as fast or faster at 128 KiB-2 MiB
+			// (0.44-0.81x for CMA), a gain only at 32-64 KiB.
+			return "CMA runs only where NCCL_ALGO names it when a host's ranks outnumber its cores"
+		}
+	}
 	return ""
 }
 
@@ -197,6 +208,10 @@ func (c *Comm) makeFlatPlan(k *coll) *plan {
 // runFlat runs a flat row's call on the caller's goroutine, by the plan's
 // program for calls like k (compiled on first use).
 func (c *Comm) runFlat(k *coll) error {
+	if k.algo.Algo == algos.CMA {
+		k.prog = nil // no repeat: the full path leads here again
+		return c.cmaRun(k)
+	}
 	pre := k.fn != nil && k.fn.HasPre()
 	overlap := overlaps(k.send, k.recv)
 	v := 0 // which of the plan's programs: by pre-op, then overlap

@@ -32,6 +32,7 @@ var childModes = map[string]func(c *Comm) error{
 	"split":            childSplit,
 	"nvls":             childNVLS,
 	"oneshot":          childOneShot,
+	"cma":              childCMA,
 	"registered":       childRegistered,
 }
 
@@ -90,6 +91,18 @@ func childMain() int {
 			return 3
 		}
 		return 0
+	case "forever-allgather": // 256 KiB blocks
+		const count = 1 << 16
+		send := i32s(count, func(i int) int32 { return input(c.Rank(), i) })
+		recv := make([]byte, 4*count*c.NRanks())
+		fmt.Println("started")
+		for {
+			if err := c.AllGather(send, recv, count, reduce.Int32); err != nil {
+				fmt.Fprintln(os.Stderr, "allgather:", err)
+				c.Close()
+				return 3
+			}
+		}
 	case "forever", "forever-small":
 		count := 1 << 16
 		if mode == "forever-small" {

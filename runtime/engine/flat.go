@@ -128,6 +128,9 @@ func CompileFlat(plans []algos.FlatPlan, c FlatCall, reduces bool) (*FlatProgram
 			pc.puts = append(pc.puts, flatPut{in: put.InOff * es, stage: put.SlotOff * es, n: put.Count * es, pre: put.Pre && c.Pre})
 		}
 		for j, g := range pl.Gets {
+			if g.Peer {
+				return nil, fmt.Errorf("a get reads rank %d's input in its process (cross-memory attach), which a flat program cannot: the runtime runs such rows itself", g.Rank)
+			}
 			// A source that is this rank's own slot is read from Input
 			// where the slot holds a plain copy of it and no earlier get
 			// has overwritten it (j is 0, or Output does not overlap

@@ -149,7 +149,7 @@ func TestParseListErrors(t *testing.T) {
 		{in: "all_reduce:ring", want: []string{`unknown function prefix "all_reduce"`, "broadcast, reduce, allgather, reducescatter, allreduce"}},
 		{in: ":ring", want: []string{`unknown function prefix ""`}},
 		{in: "allreduce:ring^", want: []string{`unknown algorithm "ring^"`}},
-		{in: "allreduce:^tree,ring,collnetdirect,collnetchain,nvls,nvlstree,pat,ctring,oneshot,recdbl,rabenseifner,hierrecdbl", want: []string{"no algorithm left for allreduce"}},
+		{in: "allreduce:^tree,ring,collnetdirect,collnetchain,nvls,nvlstree,pat,ctring,oneshot,recdbl,rabenseifner,hierrecdbl,cma", want: []string{"no algorithm left for allreduce"}},
 		{proto: "^", want: []string{"names no protocol after '^'"}},
 		{proto: "LL;simple", want: []string{`entry "simple" has no function prefix`}},
 		{proto: "allreduce:LL128;LL,Simple", want: []string{`entry "LL,Simple" has no function prefix`}},
@@ -227,7 +227,7 @@ func TestTokens(t *testing.T) {
 		want string
 	}{
 		{"function", funcTokens, "broadcast reduce allgather reducescatter allreduce"},
-		{"algorithm", algoSpec.tokens, "tree ring collnetdirect collnetchain nvls nvlstree pat ctring oneshot recdbl rabenseifner hierrecdbl"},
+		{"algorithm", algoSpec.tokens, "tree ring collnetdirect collnetchain nvls nvlstree pat ctring oneshot recdbl rabenseifner hierrecdbl cma"},
 		{"protocol", protoSpec.tokens, "ll ll128 simple"},
 	} {
 		if got := strings.Join(tt.got, " "); got != tt.want {

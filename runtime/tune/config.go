@@ -66,11 +66,12 @@ var (
 		algos.NVLS:          "nvls",
 		algos.NVLSTree:      "nvls_tree",
 		algos.PAT:           "pat",
-		algos.CTRing:        "ctring", // ours, as are the four below; NCCL's plugin does not know them
+		algos.CTRing:        "ctring", // ours, as are the five below; NCCL's plugin does not know them
 		algos.OneShot:       "oneshot",
 		algos.RecDbl:        "recdbl",
 		algos.Rabenseifner:  "rabenseifner",
 		algos.HierRecDbl:    "hierrecdbl",
+		algos.CMA:           "cma",
 	}
 	protoNames = [protocols.NumProtos]string{
 		protocols.LL:     "ll",

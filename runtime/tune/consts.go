@@ -72,6 +72,13 @@ type ClassConsts struct {
 	// .92 for the tree, .75 for PAT, refitted here); 0 for algorithms cc
 	// does not have.
 	Eff [algos.NumAlgos]float64
+	// MaxBytes, where not 0, is the largest call (NCCL's nBytes) the
+	// tuner picks an algorithm for on its own: its line holds only up to
+	// there (CMA's single copy wins over the ring's FIFO while the data
+	// sits in caches, and loses beyond). Above it the entry is chosen only
+	// when nothing else may run (NCCL_ALGO names it alone), as NCCL's old
+	// NCCL_TREE_THRESHOLD did for the tree.
+	MaxBytes [algos.NumAlgos]float64
 	// OpCost is the cost of one step of a program that runs many small
 	// steps in order (PAT), beyond its links' latencies, in µs.
 	OpCost float64
@@ -168,6 +175,8 @@ func Default() *Consts {
 	// ring then cost up to 1.7x); large sizes still go to the ring.
 	c.Class[SHM].AlgoGamma[algos.OneShot], c.Class[SHM].Eff[algos.OneShot] = 0.2, 0.95
 	c.Class[SHMBusy].AlgoGamma[algos.OneShot], c.Class[SHMBusy].Eff[algos.OneShot] = 6, 1.3
+	// CMA (the single-copy all-gather): see cmaConsts.
+	cmaConsts(c)
 	return c
 }
 
@@ -209,6 +218,9 @@ func (k *ClassConsts) check() error {
 		if g := k.AlgoGamma[a]; !finite(g) || g < 0 {
 			return fmt.Errorf("algo_gamma %s = %v µs: want a finite latency >= 0", algos.Algo(a), g)
 		}
+		if b := k.MaxBytes[a]; !finite(b) || b < 0 {
+			return fmt.Errorf("max_bytes %s = %v: want a finite size >= 0 (0: no bound)", algos.Algo(a), b)
+		}
 	}
 	if k.Eff[algos.Ring] == 0 {
 		return fmt.Errorf("efficiency ring = 0: want the ring's efficiency (1 unless measured otherwise)")
@@ -234,6 +246,7 @@ type (
 		AlgoLat    map[string]float64 `json:"algo_lat_us"`
 		AlgoGamma  map[string]float64 `json:"algo_gamma_us,omitempty"`
 		Efficiency map[string]float64 `json:"efficiency"`
+		MaxBytes   map[string]float64 `json:"max_bytes,omitempty"`
 		OpCost     float64            `json:"op_cost_us"`
 	}
 )
@@ -245,7 +258,7 @@ func (c *Consts) MarshalJSON() ([]byte, error) {
 	for cl := range Class(NumClasses) {
 		k := &c.Class[cl]
 		cf := &classFile{Source: k.Source, Gamma: perProto(&k.Gamma), Alpha: perProto(&k.Alpha), Beta: perProto(&k.Beta), BetaMax: perProto(&k.BetaMax),
-			AlgoLat: map[string]float64{}, AlgoGamma: map[string]float64{}, Efficiency: map[string]float64{}, OpCost: k.OpCost}
+			AlgoLat: map[string]float64{}, AlgoGamma: map[string]float64{}, Efficiency: map[string]float64{}, MaxBytes: map[string]float64{}, OpCost: k.OpCost}
 		for a := range algos.Algo(algos.NumAlgos) {
 			if e := k.Eff[a]; e != 0 {
 				cf.Efficiency[a.String()] = e
@@ -255,6 +268,9 @@ func (c *Consts) MarshalJSON() ([]byte, error) {
 			}
 			if g := k.AlgoGamma[a]; g != 0 {
 				cf.AlgoGamma[a.String()] = g
+			}
+			if b := k.MaxBytes[a]; b != 0 {
+				cf.MaxBytes[a.String()] = b
 			}
 		}
 		f.Classes[cl.String()] = cf
@@ -297,7 +313,7 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 			name string
 			m    map[string]float64
 			dst  *[algos.NumAlgos]float64
-		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}, {"algo_gamma_us", cf.AlgoGamma, &k.AlgoGamma}} {
+		}{{"efficiency", cf.Efficiency, &k.Eff}, {"algo_lat_us", cf.AlgoLat, &k.AlgoLat}, {"algo_gamma_us", cf.AlgoGamma, &k.AlgoGamma}, {"max_bytes", cf.MaxBytes, &k.MaxBytes}} {
 			var named [algos.NumAlgos]bool
 			for name, v := range t.m {
 				a, ok := algoByName(name)
@@ -382,4 +398,27 @@ func ParseConsts(path string, b []byte) (*Consts, error) {
 		c.Source = path
 	}
 	return &c, nil
+}
+
+// cmaConsts sets CMA's entries: the single-copy all-gather of one host.
+// Measured 2026-11-28 on a quiet machine, 2 ranks (cc-perf tune
+// all_gather --all -b 8K -e 2M, 7 interleaved repetitions, and
+// compare-ompi.sh with CMA forced, 7 repetitions), its time over the
+// ring's (Simple, one channel): 0.85 at 64 KiB (both runs), 0.70 and 0.24
+// at 128 KiB (the ring's 47 µs there was an outlier), 0.76 and 0.66 at
+// 256 KiB, then 1.19-1.30 at 512 KiB, 1.2-1.5 at 1 MiB and 1.9-2.3 at
+// 2 MiB: it wins while the data sits in the caches (the ring's FIFO
+// copies every byte twice more, and the reader pulls lines the writer
+// has just modified), and loses beyond, where the kernel's page pinning
+// and copy cost more than memmove. So: efficiency 1.25 (the ring's time
+// over its own, 0.8, in its window), a per-call cost of 2 µs (at 8 KiB it
+// took 1.8 µs more than OneShot: two synchronizations and a system call
+// per peer), which puts the crossover with OneShot near 50 KiB (OneShot
+// measured 0.93 of CMA's time at 32 KiB, 1.15 at 64 KiB), and a bound of
+// 384 KiB between the sizes it won and lost at (MaxBytes). With more
+// ranks than cores it runs only where NCCL_ALGO names it (runtime/comm):
+// there OneShot's constants, unmeasured for CMA.
+func cmaConsts(c *Consts) {
+	c.Class[SHM].AlgoGamma[algos.CMA], c.Class[SHM].Eff[algos.CMA], c.Class[SHM].MaxBytes[algos.CMA] = 2, 1.25, 384<<10
+	c.Class[SHMBusy].AlgoGamma[algos.CMA], c.Class[SHMBusy].Eff[algos.CMA] = c.Class[SHMBusy].AlgoGamma[algos.OneShot], c.Class[SHMBusy].Eff[algos.OneShot]
 }

@@ -110,9 +110,16 @@ type fitter struct {
 // a call of no bytes returns before any step).
 func (x *fitter) pick(a algos.Algo, p protocols.Proto, ch int, large bool) []Sample {
 	var out []Sample
+	lo, hi := int64(LargeBytes), int64(math.MaxInt64)
+	if b := x.k.MaxBytes[a]; b > 0 {
+		// An algorithm with a bound is fitted where it may be chosen:
+		// its large calls are those from a quarter of the bound to it.
+		hi = int64(b)
+		lo = min(lo, hi/4)
+	}
 	for _, s := range x.samples {
 		if s.Algo == a && (p == KeepProto || s.Proto == p) && (ch == 0 || s.Channels == ch) && s.TimeUS > 0 &&
-			((large && s.Bytes >= LargeBytes) || (!large && s.Bytes > 0 && s.Bytes <= SmallBytes)) {
+			((large && s.Bytes >= lo && s.Bytes <= hi) || (!large && s.Bytes > 0 && s.Bytes <= SmallBytes)) {
 			out = append(out, s)
 		}
 	}

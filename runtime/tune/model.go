@@ -154,6 +154,10 @@ func StepsOf(coll algos.Coll, a algos.Algo, topo *algos.Topo) Steps {
 	case a == algos.OneShot && algos.OneShotUnavailable(topo) == "":
 		// Copy into the own slot, one synchronization, read the slots.
 		return Steps{Intra: 1}
+	case a == algos.CMA && algos.CMAUnavailable(topo) == "":
+		// Publish the address, read the others' inputs, and a second
+		// synchronization before returning (algos.Flat.Hold).
+		return Steps{Intra: 2}
 	case a == algos.PAT && (coll == algos.ReduceScatter || coll == algos.AllGather):
 		// A piece crosses at most ceil(log2 n) links; the rank runs its
 		// program's steps in order (the first is a send, as the ring's).
@@ -430,13 +434,16 @@ func (m *Model) Decide(coll algos.Coll, nbytes int64, nch int, only algos.Algo) 
 }
 
 // argmin is Decide's search over the entries matching algo and proto
-// (KeepAlgo, KeepProto: any).
+// (KeepAlgo, KeepProto: any). Entries beyond their MaxBytes count only
+// when no other entry may run.
 func (m *Model) argmin(coll algos.Coll, nbytes int64, nch int, only, algo algos.Algo, proto protocols.Proto) (best, next Choice) {
-	best, next = Choice{Time: -1}, Choice{Time: -1}
+	var in, over [2]Choice // best and next, within and beyond MaxBytes
+	in[0], in[1], over[0], over[1] = Choice{Time: -1}, Choice{Time: -1}, Choice{Time: -1}, Choice{Time: -1}
 	for a := range algos.Algo(algos.NumAlgos) {
 		if (only >= 0 && a != only) || (algo != KeepAlgo && a != algo) {
 			continue
 		}
+		bound := m.c.Class[m.Class()].MaxBytes[a]
 		for p := range protocols.Proto(protocols.NumProtos) {
 			if proto != KeepProto && p != proto {
 				continue
@@ -448,15 +455,25 @@ func (m *Model) argmin(coll algos.Coll, nbytes int64, nch int, only, algo algos.
 				continue
 			}
 			c := Choice{Algo: a, Proto: p, Channels: nch, Time: t}
+			bn := &in
+			if bound > 0 && float64(nbytes) > bound {
+				bn = &over
+			}
 			switch {
-			case best.Time < 0 || t < best.Time:
-				best, next = c, best
-			case next.Time < 0 || t < next.Time:
-				next = c
+			case bn[0].Time < 0 || t < bn[0].Time:
+				bn[0], bn[1] = c, bn[0]
+			case bn[1].Time < 0 || t < bn[1].Time:
+				bn[1] = c
 			}
 		}
 	}
-	return best, next
+	if in[0].Time < 0 {
+		return over[0], over[1]
+	}
+	if in[1].Time < 0 {
+		in[1] = over[0]
+	}
+	return in[0], in[1]
 }
 
 // Table writes the model's latency and bandwidth for every collective and

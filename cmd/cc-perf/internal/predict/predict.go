@@ -140,6 +140,8 @@ func modelled(a algos.Algo) string {
 		return a.String() + "'s aggregation server is not modelled by the timed replay"
 	case algos.OneShot:
 		return "OneShot's staging area is not modelled by the timed replay"
+	case algos.CMA:
+		return "CMA's reads of other processes' memory are not modelled by the timed replay"
 	}
 	return ""
 }
@@ -250,7 +252,7 @@ func (c *Config) Validate() error {
 
 // unavailable says why the cluster's topology cannot run algorithm a at
 // all, as the runtime would refuse it, or "": NVLS across hosts, NVLS_TREE
-// on one, OneShot across hosts, PAT with several ranks on a host (the
+// on one, OneShot and CMA across hosts, PAT with several ranks on a host (the
 // runtime's auto NCCL_PAT_ENABLE; predict has no knob to force it).
 func (c *Config) unavailable(a algos.Algo) string {
 	topo := c.topo()
@@ -259,6 +261,8 @@ func (c *Config) unavailable(a algos.Algo) string {
 		return algos.NvlsUnavailable(topo, a == algos.NVLSTree)
 	case algos.OneShot:
 		return algos.OneShotUnavailable(topo)
+	case algos.CMA:
+		return algos.CMAUnavailable(topo)
 	case algos.PAT:
 		if c.PPN > 1 {
 			return fmt.Sprintf("PAT runs only with one rank per host (the runtime's NCCL_PAT_ENABLE=2, auto) and --ranks-per-host is %d", c.PPN)
