@@ -253,3 +253,31 @@ func TestCMASendBufferReusedAtReturn(t *testing.T) {
 		t.Errorf("%d single-copy calls, want 1", cs[0].cma.calls)
 	}
 }
+
+// TestCMAChosen: with the built-in constants, 2 ranks of one host gather
+// 128 KiB by CMA and 1 MiB by another row; CMA forced across hosts fails
+// the call on every rank naming why.
+func TestCMAChosen(t *testing.T) {
+	cs := withHosts(t, hostLayouts(2)["onehost"], testParams(t, nil))
+	for _, tc := range []struct {
+		count int
+		cma   bool
+	}{{1 << 14, true}, {1 << 17, false}} {
+		runCase(t, cs, collCases()[2], tc.count, false)
+		for _, c := range cs {
+			if algo, _, _, _ := c.Ran(); (algo == algos.CMA) != tc.cma {
+				t.Errorf("all-gather of %d B: rank %d ran %s (CMA wanted: %v)", 2*4*tc.count, c.Rank(), algo, tc.cma)
+			}
+		}
+	}
+	cs = withHosts(t, hostLayouts(2)["alone"], testParams(t, map[string]string{"NCCL_ALGO": "allgather:cma"}))
+	errs := each(cs, func(c *Comm) error {
+		send, recv := caseBuffers(collCases()[2], c.Rank(), 2, 1000, false)
+		return c.AllGather(send, recv, 1000, reduce.Int32)
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "no algorithm/protocol available") || !strings.Contains(err.Error(), "CMA runs only when every rank is on one host") {
+			t.Errorf("rank %d: %v, want no algorithm available naming CMA's one host", r, err)
+		}
+	}
+}

@@ -87,3 +87,44 @@ func TestDefaultPicksOneShot(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxBytes: an entry beyond its MaxBytes is chosen only when nothing
+// else may run; with the built-in constants, 2 ranks' all-gather goes to
+// OneShot at 32 KiB, to CMA at 64-256 KiB and to the ring from 512 KiB; the
+// bound survives a calibration file and a negative one is refused.
+func TestMaxBytes(t *testing.T) {
+	var mask Mask
+	for _, a := range []algos.Algo{algos.Ring, algos.OneShot, algos.CMA} {
+		mask[algos.AllGather][a][protocols.Simple] = true
+	}
+	m := New(Default(), algos.BlockTopo(1, 2), mask, nil, false)
+	for _, tc := range []struct {
+		bytes int64
+		want  algos.Algo
+	}{{32 << 10, algos.OneShot}, {64 << 10, algos.CMA}, {256 << 10, algos.CMA}, {384 << 10, algos.CMA}, {384<<10 + 4, algos.Ring}, {512 << 10, algos.Ring}, {16 << 20, algos.Ring}} {
+		if best, _ := m.Decide(algos.AllGather, tc.bytes, 1, -1); best.Algo != tc.want {
+			t.Errorf("all-gather of %d B: %s, want %s", tc.bytes, best.Algo, tc.want)
+		}
+	}
+	var alone Mask
+	alone[algos.AllGather][algos.CMA][protocols.Simple] = true
+	m = New(Default(), algos.BlockTopo(1, 2), alone, nil, false)
+	if best, next := m.Decide(algos.AllGather, 16<<20, 1, -1); best.Algo != algos.CMA || best.Time <= 0 || next.Time >= 0 {
+		t.Errorf("CMA alone at 16 MiB: %+v then %+v, want CMA (named alone, beyond its bound) and nothing else", best, next)
+	}
+	b, err := Default().MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Consts
+	if err := back.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Class[SHM].MaxBytes[algos.CMA]; got != 384<<10 || !strings.Contains(string(b), `"max_bytes":{"CMA":393216}`) {
+		t.Errorf("max_bytes after a round trip: %v in %s", got, b)
+	}
+	back.Class[SHM].MaxBytes[algos.CMA] = -1
+	if err := back.Check(); err == nil || !strings.Contains(err.Error(), "max_bytes CMA = -1") {
+		t.Errorf("Check with a negative max_bytes: %v, want an error naming it", err)
+	}
+}
