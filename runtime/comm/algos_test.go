@@ -176,9 +176,11 @@ func withAlgo(algo string, env func(int) []string) func(int) []string {
 }
 
 // TestAlgorithmsAsProcesses runs each AllReduce algorithm with every rank
-// its own OS process: for n = 2, 3, 4, 5, 8 with hosts of two ranks
-// (CC_HOST_ID: shared memory inside a host, TCP between), and for n = 4
-// over shared memory only and TCP only.
+// its own OS process, in and out of place, and every data type x op: for
+// n = 2, 3, 4, 5, 8 with hosts of two ranks (CC_HOST_ID: shared memory
+// inside a host, TCP between), and for n = 4 over shared memory only and
+// TCP only (the log-step rows, made for TCP, for every n over TCP only
+// too).
 func TestAlgorithmsAsProcesses(t *testing.T) {
 	for algo := range allReduceAlgos(t) {
 		if algo == "nvls" || algo == "nvlstree" || algo == "oneshot" {
@@ -186,7 +188,7 @@ func TestAlgorithmsAsProcesses(t *testing.T) {
 		}
 		for _, tr := range transports {
 			ns := []int{4}
-			if tr.name == "mixed" {
+			if tr.name == "mixed" || (tr.name == "tcp" && logStep(algo)) {
 				ns = []int{2, 3, 4, 5, 8}
 				if testing.Short() {
 					ns = []int{3, 4}
@@ -315,4 +317,9 @@ func TestDebugNamesAlgorithm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logStep reports whether NCCL_ALGO token algo names a log-step row.
+func logStep(algo string) bool {
+	return algo == "recdbl" || algo == "rabenseifner" || algo == "hierrecdbl"
 }

@@ -270,7 +270,6 @@ func TestOneShotAsProcesses(t *testing.T) {
 
 // childOneShot is TestOneShotAsProcesses' rank.
 func childOneShot(c *Comm) error {
-	n, r := c.NRanks(), c.Rank()
 	for _, cc := range collCases()[:5] {
 		for _, count := range oneShotCounts {
 			for _, inPlace := range []bool{false, true} {
@@ -283,6 +282,13 @@ func childOneShot(c *Comm) error {
 			}
 		}
 	}
+	return everyTypeAndOp(c)
+}
+
+// everyTypeAndOp all-reduces 1301 elements of every data type with every
+// op (the premultiplied sum by 2) on every rank, comparing bytes exactly.
+func everyTypeAndOp(c *Comm) error {
+	n, r := c.NRanks(), c.Rank()
 	const count, scalar = 1301, 2.0
 	for _, dt := range reduce.DataTypes() {
 		for _, op := range reduce.Ops() {

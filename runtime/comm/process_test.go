@@ -332,7 +332,12 @@ func buffSizeFor(mode string) string {
 
 // childAllReduce runs AllReduce in and out of place at counts in the LL,
 // LL128 and Simple size classes, checking every element.
-func childAllReduce(c *Comm) error { return childCounts(c, collCases()[0]) }
+func childAllReduce(c *Comm) error {
+	if err := childCounts(c, collCases()[0]); err != nil {
+		return err
+	}
+	return everyTypeAndOp(c)
+}
 
 // childCounts runs the collective case cc in and out of place at counts in
 // all three protocols' size classes and checks every element.
