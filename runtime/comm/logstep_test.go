@@ -140,3 +140,16 @@ func ranSmall(t *testing.T, cs []*Comm, name string, call func(c *Comm, b []byte
 	})
 	return got
 }
+
+// TestLogStepAllGatherKilledPeer kills a rank with SIGKILL in the middle of
+// a stream of log-step all-gathers, over TCP only and over both
+// transports: every other rank's call fails naming it, and every process
+// exits (TestKilledPeerAlgorithms does the same for the all-reduce rows).
+func TestLogStepAllGatherKilledPeer(t *testing.T) {
+	for _, tr := range transports {
+		if tr.name == "shm" {
+			continue
+		}
+		t.Run(tr.name, func(t *testing.T) { killPeer(t, "forever-allgather", withAlgo("allgather:recdbl", tr.env)) })
+	}
+}
