@@ -74,6 +74,9 @@ func TestOneShotExact(t *testing.T) {
 		}
 		for _, n := range ns {
 			for _, slotElems := range []int64{64, 192} { // 512 B and 1.5 KiB of 8-byte elements
+				if row.Algo == algos.CMA && slotElems != 64 {
+					continue // no slot bounds its pieces
+				}
 				for _, count := range []int64{0, 1, 3, 5, 63, 64, 65, 129, 1001} {
 					if row.Coll == algos.ReduceScatter && slotElems < int64(n) {
 						continue

@@ -176,7 +176,8 @@ func withAlgo(algo string, env func(int) []string) func(int) []string {
 }
 
 // TestAlgorithmsAsProcesses runs each AllReduce algorithm with every rank
-// its own OS process, in and out of place, and every data type x op: for
+// its own OS process, in and out of place (the log-step rows also every
+// data type x op, as TestOneShotAsProcesses does OneShot): for
 // n = 2, 3, 4, 5, 8 with hosts of two ranks (CC_HOST_ID: shared memory
 // inside a host, TCP between), and for n = 4 over shared memory only and
 // TCP only (the log-step rows, made for TCP, for every n over TCP only
@@ -196,7 +197,11 @@ func TestAlgorithmsAsProcesses(t *testing.T) {
 			}
 			for _, n := range ns {
 				t.Run(fmt.Sprintf("%s/%s/n%d", algo, tr.name, n), func(t *testing.T) {
-					procs := startRanks(t, n, "allreduce-matrix", withAlgo(algo, tr.env))
+					mode := "allreduce-matrix"
+					if logStep(algo) {
+						mode = "allreduce-types" // new rows: every type x op here too
+					}
+					procs := startRanks(t, n, mode, withAlgo(algo, tr.env))
 					waitOK(t, procs)
 					if left := shmFiles(t, procs[0].job); left != "" {
 						t.Errorf("the job left segments in %s: %s", shmDir, left)

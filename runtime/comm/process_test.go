@@ -26,6 +26,7 @@ const childEnv = "CC_COMM_TEST_CHILD"
 var childModes = map[string]func(c *Comm) error{
 	"allreduce":        childAllReduceThrice,
 	"allreduce-matrix": childAllReduce,
+	"allreduce-types":  childAllReduceTypes,
 	"allgather-matrix": childAllGather,
 	"matrix":           childMatrix,
 	"decisions":        childDecisions,
@@ -332,8 +333,11 @@ func buffSizeFor(mode string) string {
 
 // childAllReduce runs AllReduce in and out of place at counts in the LL,
 // LL128 and Simple size classes, checking every element.
-func childAllReduce(c *Comm) error {
-	if err := childCounts(c, collCases()[0]); err != nil {
+func childAllReduce(c *Comm) error { return childCounts(c, collCases()[0]) }
+
+// childAllReduceTypes is childAllReduce, then every data type x op.
+func childAllReduceTypes(c *Comm) error {
+	if err := childAllReduce(c); err != nil {
 		return err
 	}
 	return everyTypeAndOp(c)
