@@ -83,14 +83,18 @@ func TestLogStepDefault(t *testing.T) {
 func childAllGather(c *Comm) error { return childCounts(c, collCases()[2]) }
 
 // TestLogStepAllGatherAsProcesses runs the log-step all-gather with every
-// rank its own OS process over TCP (recursive doubling at 2 and 4 ranks,
-// Bruck at 3 and 5) and over both transports at once (hosts of two ranks).
+// rank its own OS process over TCP (recursive doubling at 2, 4 and 8
+// ranks, Bruck at 3 and 5) and over both transports at once (hosts of two
+// ranks).
 func TestLogStepAllGatherAsProcesses(t *testing.T) {
 	for _, tr := range transports {
 		if tr.name == "shm" {
 			continue // TestLogStepAllGather runs it on one host
 		}
-		for _, n := range []int{2, 3, 4, 5} {
+		for _, n := range []int{2, 3, 4, 5, 8} {
+			if n == 8 && testing.Short() {
+				continue
+			}
 			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
 				procs := startRanks(t, n, "allgather-matrix", withAlgo("allgather:recdbl", tr.env))
 				waitOK(t, procs)
