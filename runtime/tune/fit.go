@@ -110,13 +110,7 @@ type fitter struct {
 // a call of no bytes returns before any step).
 func (x *fitter) pick(a algos.Algo, p protocols.Proto, ch int, large bool) []Sample {
 	var out []Sample
-	lo, hi := int64(LargeBytes), int64(math.MaxInt64)
-	if b := x.k.MaxBytes[a]; b > 0 {
-		// An algorithm with a bound is fitted where it may be chosen:
-		// its large calls are those from a quarter of the bound to it.
-		hi = int64(b)
-		lo = min(lo, hi/4)
-	}
+	lo, hi := x.largeRange(a)
 	for _, s := range x.samples {
 		if s.Algo == a && (p == KeepProto || s.Proto == p) && (ch == 0 || s.Channels == ch) && s.TimeUS > 0 &&
 			((large && s.Bytes >= lo && s.Bytes <= hi) || (!large && s.Bytes > 0 && s.Bytes <= SmallBytes)) {
@@ -124,6 +118,27 @@ func (x *fitter) pick(a algos.Algo, p protocols.Proto, ch int, large bool) []Sam
 		}
 	}
 	return out
+}
+
+// largeRange is the sizes of algorithm a's large calls: from LargeBytes
+// up; for an algorithm with a bound (MaxBytes), where it may be chosen,
+// from a quarter of the bound to the bound.
+func (x *fitter) largeRange(a algos.Algo) (lo, hi int64) {
+	lo, hi = LargeBytes, math.MaxInt64
+	if b := x.k.MaxBytes[a]; b > 0 {
+		hi = int64(b)
+		lo = min(lo, hi/4)
+	}
+	return lo, hi
+}
+
+// largeSizes says which sizes largeRange gives a, for the fit's notes.
+func (x *fitter) largeSizes(a algos.Algo) string {
+	lo, hi := x.largeRange(a)
+	if hi == math.MaxInt64 {
+		return fmt.Sprintf(">= %d B", lo)
+	}
+	return fmt.Sprintf("of %d-%d B", lo, hi)
 }
 
 // busBW returns the bus bandwidth each sample shows once the model's
@@ -277,12 +292,12 @@ func (x *fitter) others() error {
 		})
 		switch {
 		case len(ss) == 0:
-			f.keep(name, fmt.Sprintf("no %s call of >= %d B was measured", a, LargeBytes))
+			f.keep(name, fmt.Sprintf("no %s call %s was measured", a, x.largeSizes(a)))
 		case len(eff) == 0:
 			f.keep(name, tooFast)
 		default:
 			k.Eff[a] = min(2, median(eff))
-			f.note(name, len(eff), fmt.Sprintf("%d channel(s), >= %d B, against the ring", x.minCh, LargeBytes))
+			f.note(name, len(eff), fmt.Sprintf("%d channel(s), %s, against the ring", x.minCh, x.largeSizes(a)))
 		}
 		lname, per := "algo_lat "+a.String(), func(Sample) float64 { return 1 }
 		if k.AlgoGamma[a] != 0 { // its own per-call cost in place of the class's gamma

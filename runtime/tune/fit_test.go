@@ -182,3 +182,37 @@ func TestFitKeepsWhatItDidNotMeasure(t *testing.T) {
 }
 
 func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+
+// TestFitBoundedAlgorithm: an algorithm with a bound (MaxBytes) is fitted
+// from its calls between a quarter of the bound and the bound, where it
+// may be chosen: CMA's calls beyond 384 KiB, three times slower than its
+// line, leave its fitted efficiency as it is inside the bound.
+func TestFitBoundedAlgorithm(t *testing.T) {
+	topo := algos.NewTopo(make([]int, 2))
+	var mask Mask
+	mask[algos.AllGather][algos.Ring][protocols.Simple] = true
+	mask[algos.AllGather][algos.CMA][protocols.Simple] = true
+	truth := Default()
+	truth.Class[SHM].Eff[algos.CMA] = 1.6
+	m := New(truth, topo, mask, nil, false)
+	var samples []Sample
+	for _, a := range []algos.Algo{algos.Ring, algos.CMA} {
+		for _, b := range []int64{8, 512, 4096, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
+			t := m.Time(algos.AllGather, a, protocols.Simple, b, 1)
+			if a == algos.CMA && b > 384<<10 {
+				t *= 3
+			}
+			samples = append(samples, Sample{Coll: algos.AllGather, Algo: a, Proto: protocols.Simple, Channels: 1, Bytes: b, TimeUS: t})
+		}
+	}
+	got, f, err := Fit(Default(), New(Default(), topo, mask, nil, false), samples, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := got.Class[SHM].Eff[algos.CMA]; math.Abs(e-1.6) > 0.01 {
+		t.Errorf("CMA's efficiency %v, want 1.6 (its calls within its bound)", e)
+	}
+	if b := f.Basis["efficiency CMA"]; !strings.Contains(b, "of 98304-393216 B") {
+		t.Errorf("basis %q, want the sizes it was fitted on", b)
+	}
+}
