@@ -147,7 +147,7 @@ func (c *Comm) cmaRun(k *coll) error {
 			}
 		}
 		if err := area.Await(seq); err != nil {
-			return c.cmaFailed(k, err)
+			return c.flatFailed(k, err)
 		}
 		stages := area.Stages(seq, true)
 		for _, g := range pl.Gets {
@@ -156,19 +156,13 @@ func (c *Comm) cmaRun(k *coll) error {
 			}
 			at := binary.NativeEndian.Uint64(stages[c.localIndex[g.Rank]]) + uint64(g.InOff*es)
 			if err := readPeer(c.cma.pids[g.Rank], k.recv[g.OutOff*es:(g.OutOff+g.Count)*es], at); err != nil {
-				return c.cmaFailed(k, fmt.Errorf("reading rank %d's send buffer: %w", g.Rank, err))
+				return c.flatFailed(k, fmt.Errorf("reading rank %d's send buffer: %w", g.Rank, err))
 			}
 		}
 		area.Post(seq + 1)
 		if err := area.Await(seq + 1); err != nil {
-			return c.cmaFailed(k, err)
+			return c.flatFailed(k, err)
 		}
 	}
 	return nil
-}
-
-// cmaFailed fails the communicator with err, a single-copy call's.
-func (c *Comm) cmaFailed(k *coll, err error) error {
-	c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
-	return err
 }

@@ -121,15 +121,7 @@ func TestCMAProbeFails(t *testing.T) {
 			}
 		}
 		if forced {
-			errs := each(cs, func(c *Comm) error {
-				send, recv := caseBuffers(collCases()[2], c.Rank(), 3, 1025, false)
-				return c.AllGather(send, recv, 1025, reduce.Int32)
-			})
-			for r, err := range errs {
-				if err == nil || !strings.Contains(err.Error(), "no algorithm/protocol available") || !strings.Contains(err.Error(), "process_vm_readv failed") {
-					t.Errorf("rank %d: %v, want no algorithm available naming the failed probe", r, err)
-				}
-			}
+			wantNoAllGather(t, cs, "process_vm_readv failed")
 			continue
 		}
 		for _, inPlace := range []bool{false, true} {
@@ -271,13 +263,21 @@ func TestCMAChosen(t *testing.T) {
 		}
 	}
 	cs = withHosts(t, hostLayouts(2)["alone"], testParams(t, map[string]string{"NCCL_ALGO": "allgather:cma"}))
+	wantNoAllGather(t, cs, "CMA runs only when every rank is on one host")
+}
+
+// wantNoAllGather: an all-gather of 1025 elements fails on every rank of
+// cs with the usual "no algorithm/protocol available", naming why.
+func wantNoAllGather(t *testing.T, cs []*Comm, why string) {
+	t.Helper()
+	const count = 1025
 	errs := each(cs, func(c *Comm) error {
-		send, recv := caseBuffers(collCases()[2], c.Rank(), 2, 1000, false)
-		return c.AllGather(send, recv, 1000, reduce.Int32)
+		send, recv := caseBuffers(collCases()[2], c.Rank(), len(cs), count, false)
+		return c.AllGather(send, recv, count, reduce.Int32)
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "no algorithm/protocol available") || !strings.Contains(err.Error(), "CMA runs only when every rank is on one host") {
-			t.Errorf("rank %d: %v, want no algorithm available naming CMA's one host", r, err)
+		if err == nil || !strings.Contains(err.Error(), "no algorithm/protocol available") || !strings.Contains(err.Error(), why) {
+			t.Errorf("rank %d: %v, want no algorithm/protocol available naming %q", r, err, why)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func (c *Comm) repeat(send, recv []byte) (ok bool, err error) {
 // starts if it is the first.
 func (c *Comm) repeatFailed(k *coll, err error) error {
 	if err != nil {
-		c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
+		c.flatFailed(k, err)
 	}
 	return fmt.Errorf("rank %d: %s: %w", c.rank, k.kind, c.failure())
 }
@@ -227,16 +227,21 @@ func (c *Comm) runFlat(k *coll) error {
 		var err error
 		call := engine.FlatCall{Rank: c.rank, Elem: int64(k.dt.Size()), Inline: k.plan.inline, Pre: pre, Overlap: overlap}
 		if prog, err = engine.CompileFlat(k.plan.flat, call, k.fn != nil); err != nil {
-			c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
-			return err
+			return c.flatFailed(k, err)
 		}
 		k.plan.progs[v] = prog
 	}
 	k.prog = prog
-	err := prog.Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn)
-	if err != nil {
-		c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
+	if err := prog.Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn); err != nil {
+		return c.flatFailed(k, err)
 	}
+	return nil
+}
+
+// flatFailed fails the communicator with err, a flat call's, and returns
+// err.
+func (c *Comm) flatFailed(k *coll, err error) error {
+	c.fail(fmt.Errorf("rank %d: %s by %s: %w", c.rank, k.kind, k.algo.Algo, err))
 	return err
 }
 

@@ -404,10 +404,10 @@ func ParseConsts(path string, b []byte) (*Consts, error) {
 // Measured 2026-11-28 on a quiet machine, 2 ranks (cc-perf tune
 // all_gather --all -b 8K -e 2M, 7 interleaved repetitions, and
 // compare-ompi.sh with CMA forced, 7 repetitions), its time over the
-// ring's (Simple, one channel): 0.85 at 64 KiB (both runs), 0.70 and 0.24
+// ring's (Simple, one channel): 0.85 at 64 KiB (both runs), 0.69 and 0.24
 // at 128 KiB (the ring's 47 µs there was an outlier), 0.76 and 0.66 at
-// 256 KiB, then 1.19-1.30 at 512 KiB, 1.2-1.5 at 1 MiB and 1.9-2.3 at
-// 2 MiB: it wins while the data sits in the caches (the ring's FIFO
+// 256 KiB, then 1.30 and 1.19 at 512 KiB, 1.52 and 0.93 at 1 MiB, 2.27
+// and 1.88 at 2 MiB: it wins while the data sits in the caches (the ring's FIFO
 // copies every byte twice more, and the reader pulls lines the writer
 // has just modified), and loses beyond, where the kernel's page pinning
 // and copy cost more than memmove. So: efficiency 1.25 (the ring's time

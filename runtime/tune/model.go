@@ -437,8 +437,7 @@ func (m *Model) Decide(coll algos.Coll, nbytes int64, nch int, only algos.Algo) 
 // (KeepAlgo, KeepProto: any). Entries beyond their MaxBytes count only
 // when no other entry may run.
 func (m *Model) argmin(coll algos.Coll, nbytes int64, nch int, only, algo algos.Algo, proto protocols.Proto) (best, next Choice) {
-	var in, over [2]Choice // best and next, within and beyond MaxBytes
-	in[0], in[1], over[0], over[1] = Choice{Time: -1}, Choice{Time: -1}, Choice{Time: -1}, Choice{Time: -1}
+	in, over := newTop2(), newTop2() // within and beyond MaxBytes
 	for a := range algos.Algo(algos.NumAlgos) {
 		if (only >= 0 && a != only) || (algo != KeepAlgo && a != algo) {
 			continue
@@ -455,15 +454,10 @@ func (m *Model) argmin(coll algos.Coll, nbytes int64, nch int, only, algo algos.
 				continue
 			}
 			c := Choice{Algo: a, Proto: p, Channels: nch, Time: t}
-			bn := &in
 			if bound > 0 && float64(nbytes) > bound {
-				bn = &over
-			}
-			switch {
-			case bn[0].Time < 0 || t < bn[0].Time:
-				bn[0], bn[1] = c, bn[0]
-			case bn[1].Time < 0 || t < bn[1].Time:
-				bn[1] = c
+				over.add(c)
+			} else {
+				in.add(c)
 			}
 		}
 	}
@@ -471,9 +465,25 @@ func (m *Model) argmin(coll algos.Coll, nbytes int64, nch int, only, algo algos.
 		return over[0], over[1]
 	}
 	if in[1].Time < 0 {
-		in[1] = over[0]
+		in[1] = over[0] // the runner-up, when nothing else within runs
 	}
 	return in[0], in[1]
+}
+
+// top2 is the fastest choice seen and the runner-up (Time -1: none).
+type top2 [2]Choice
+
+func newTop2() top2 { return top2{{Time: -1}, {Time: -1}} }
+
+// add counts c, unless it is none.
+func (t *top2) add(c Choice) {
+	switch {
+	case c.Time < 0:
+	case t[0].Time < 0 || c.Time < t[0].Time:
+		t[0], t[1] = c, t[0]
+	case t[1].Time < 0 || c.Time < t[1].Time:
+		t[1] = c
+	}
 }
 
 // Table writes the model's latency and bandwidth for every collective and
