@@ -230,13 +230,17 @@ shuffled per size and repetition with a fixed seed, the same on every rank.
 A configuration's time is the median of its reps x iters per-iteration times,
 each the slowest rank's; configurations that ran the same algorithm, protocol
 and channels (auto and the entry it picked) have their samples pooled, so
-the regret is 1 when auto picked the best. Wrong data in any configuration
+the regret is 1 when auto picked the fastest. When the fastest ran something
+else, a confirmation round measures auto and it again, alone, --reps times
+each, alternating: the summary's best, times and regret come from that round
+(the fastest of many noisy medians is biased low), and auto wins the row when
+the candidate is no faster there. Wrong data in any configuration
 fails the run (exit 7) and no --config file is written. Only rank 0 prints; a
 progress line goes to stderr when it is a terminal.
 
 --config FILE writes one row per size covering exactly its bytes (NCCL's
 nBytes: the larger of send and receive bytes), naming the algorithm,
-protocol and channels that ran fastest, for this job's nodes and ranks;
+protocol and channels that won, for this job's nodes and ranks;
 give it to the runtime as NCCL_TUNER_CONFIG_FILE.
 
 Exit status: 0 ok; 2 system error; 3 runtime error; 4 timeout (-T); 6 invalid

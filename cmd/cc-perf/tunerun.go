@@ -162,13 +162,13 @@ func checkRegret(s report.TuneSummary) error {
 }
 
 // tunerConfig makes one tuner config row per measured size: exactly its
-// bytes, the algorithm, protocol and channels that ran fastest, for jobs of
+// bytes, the algorithm, protocol and channels that won it (Winner), for jobs of
 // nnodes hosts and nranks ranks only (a tuning measured on one shape says
 // nothing about another).
 func tunerConfig(path string, kind algos.Coll, rows []bench.TuneRow, nnodes, nranks int) *tune.Config {
 	cfg := &tune.Config{Path: path}
 	for _, r := range rows {
-		best := r.Fastest().Ran
+		best := r.Winner().Ran
 		cfg.Rows = append(cfg.Rows, tune.ConfigRow{
 			Coll: kind, MinBytes: r.Bytes, MaxBytes: r.Bytes,
 			Algo: best.Algo, Proto: best.Proto, Channels: best.Channels,

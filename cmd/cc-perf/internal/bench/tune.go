@@ -28,10 +28,20 @@ import (
 // out-of-place calls are measured. Configurations that ran the same
 // (algorithm, protocol, channels) measured one thing: the automatic pick and
 // the forced entry it equals, a channel count of "auto" and the count it
-// came to. Their samples are pooled, and the pooled medians decide the best
-// and the regret (auto / best). The automatic pick is one of the
-// candidates, so the regret is at least 1, and exactly 1 when the pick is
-// the best (two measurements of one configuration differ only by noise).
+// came to. Their samples are pooled, and the pooled medians pick the
+// fastest.
+//
+// The fastest of many noisy medians is biased: among configurations that
+// are equally fast, the one whose samples happened to be lowest wins, so a
+// regret taken from the same samples is above 1 even when the automatic
+// pick is as good as any (the winner's curse). So when the fastest ran
+// something other than the automatic pick, a confirmation round measures
+// the two again, head to head: reps more measurements of each, alternating
+// (A B, then B A), and the regret is auto's median over the candidate's
+// from those fresh samples alone. When the candidate is not faster there,
+// the automatic pick wins the row and the regret is 1. Configurations that
+// ran what the automatic pick ran give a regret of exactly 1 without a
+// confirmation.
 
 // TuneOptions is one tune sweep, validated by the caller (cc-perf tune).
 type TuneOptions struct {
@@ -90,22 +100,44 @@ type TuneRow struct {
 	Bytes   int64      // NCCL's nBytes: the larger of one rank's send and receive bytes
 	Count   int64      // the count argument of the calls
 	Configs []Measured // Configs[0] is the automatic pick
-	Best    int        // index in Configs of the fastest (by RanUS), the first of equals
-	AlgBW   float64    // of the best, GB/s
-	BusBW   float64    // of the best, GB/s
+	Best    int        // index in Configs of the fastest of the first round (by RanUS), the first of equals
+	// Confirmed says a confirmation round measured the automatic pick
+	// against Configs[Best] again (Best ran something else than auto).
+	Confirmed bool
+	// AutoWon says the confirmation round found the candidate no faster
+	// than the automatic pick: the pick wins the row.
+	AutoWon bool
+	// AutoUS and BestUS are the median times the regret is taken from:
+	// the confirmation round's when there was one, else the first round's
+	// pooled medians (RanUS) of auto and Configs[Best]. BestUS is AutoUS
+	// when the automatic pick won.
+	AutoUS, BestUS float64
+	AlgBW          float64 // of the winner at BestUS, GB/s
+	BusBW          float64 // of the winner at BestUS, GB/s
 }
 
 // Auto is the automatic pick's measurement.
 func (r TuneRow) Auto() Measured { return r.Configs[0] }
 
-// Fastest is the best configuration's measurement.
+// Fastest is the measurement of the fastest configuration of the first
+// round (Best).
 func (r TuneRow) Fastest() Measured { return r.Configs[r.Best] }
 
-// Regret is the time of what the automatic pick ran over the best time
-// (pooled medians, RanUS), >= 1.
+// Winner is the configuration that won the row: the automatic pick when
+// the confirmation round found the first round's fastest no faster, else
+// the first round's fastest.
+func (r TuneRow) Winner() Measured {
+	if r.AutoWon {
+		return r.Auto()
+	}
+	return r.Fastest()
+}
+
+// Regret is the automatic pick's time over the winner's (AutoUS / BestUS),
+// >= 1.
 func (r TuneRow) Regret() float64 {
-	if b := r.Fastest().RanUS; b > 0 {
-		return r.Auto().RanUS / b
+	if r.BestUS > 0 {
+		return r.AutoUS / r.BestUS
 	}
 	return 1
 }
@@ -224,7 +256,7 @@ func (k *rank) tune(ctx context.Context, t Tuned, kind algos.Coll, o *TuneOption
 		last = b
 		progress := func(step int) {}
 		if lead {
-			p := TuneProgress{Bytes: last, Size: i + 1, Sizes: len(sizes), Steps: o.Reps * len(configs)}
+			p := TuneProgress{Bytes: last, Size: i + 1, Sizes: len(sizes), Steps: o.Reps * (len(configs) + 2)}
 			progress = func(step int) {
 				p.Step = step
 				rec.Progress(p)
@@ -290,8 +322,54 @@ func (k *rank) tuneRow(t Tuned, configs []Config, o *TuneOptions, progress func(
 			row.Best = i
 		}
 	}
-	row.AlgBW, row.BusBW = k.coll.Bandwidth(k.counts, k.elt, k.n, row.Fastest().RanUS/1e6)
+	row.AutoUS, row.BestUS = row.Auto().RanUS, row.Fastest().RanUS
+	// Every rank has the same samples (each time is the slowest rank's), so
+	// every rank makes the same decision here.
+	if row.Fastest().Ran == row.Auto().Ran {
+		progress(o.Reps * (n + 2)) // no confirmation round
+	} else {
+		auto, cand, err := k.confirm(t, &row.Configs[0], &row.Configs[row.Best], o, func(step int) { progress(o.Reps*n + step) })
+		if err != nil {
+			return row, err
+		}
+		row.Confirmed = true
+		row.AutoUS, row.BestUS = auto, cand
+		if cand >= auto {
+			row.AutoWon, row.BestUS = true, auto
+		}
+	}
+	row.AlgBW, row.BusBW = k.coll.Bandwidth(k.counts, k.elt, k.n, row.BestUS/1e6)
 	return row, nil
+}
+
+// confirm measures configurations a (the automatic pick) and b again, reps
+// times each, alternating A B then B A, and returns their median
+// per-iteration times; wrong elements count on a and b.
+func (k *rank) confirm(t Tuned, a, b *Measured, o *TuneOptions, progress func(step int)) (float64, float64, error) {
+	var sa, sb []float64
+	for rep := 0; rep < o.Reps; rep++ {
+		pair := [2]*Measured{a, b}
+		if rep%2 == 1 {
+			pair = [2]*Measured{b, a}
+		}
+		for j, m := range pair {
+			if err := k.use(t, m.Config); err != nil {
+				return 0, 0, err
+			}
+			h, err := k.benchTime(false)
+			if err != nil {
+				return 0, 0, err
+			}
+			m.Wrong += h.Wrong
+			if m == a {
+				sa = append(sa, h.Iter.TimesUS...)
+			} else {
+				sb = append(sb, h.Iter.TimesUS...)
+			}
+			progress(2*rep + j + 1)
+		}
+	}
+	return median(sa), median(sb), nil
 }
 
 // order is the order in which repetition rep measures n configurations at

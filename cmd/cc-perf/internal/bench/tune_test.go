@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/seed-760dd1f1/cc/algos"
@@ -34,15 +35,20 @@ func collect[T, U any](xs []T, f func(T) U) []U {
 	return out
 }
 
-func runTuneFake(t *testing.T, n int, o TuneOptions, setup func(*fakeJob)) (*tuneRecorder, []*tunedFake, error) {
+// runTuneFake runs Tune on n fake ranks whose calls sleep as delay says
+// (see tunedFake; autoFastest when nil).
+func runTuneFake(t *testing.T, n int, o TuneOptions, setup func(*fakeJob), delay func(Ran, int) time.Duration) (*tuneRecorder, []*tunedFake, error) {
 	t.Helper()
 	j, comms := newFakeJob(n)
 	if setup != nil {
 		setup(j)
 	}
+	if delay == nil {
+		delay = autoFastest
+	}
 	fakes := make([]*tunedFake, n)
 	for i, c := range comms {
-		fakes[i] = &tunedFake{fakeComm: c.(*fakeComm)}
+		fakes[i] = &tunedFake{fakeComm: c.(*fakeComm), delay: delay}
 		comms[i] = fakes[i]
 	}
 	rec := &tuneRecorder{}
@@ -62,7 +68,7 @@ func tuneOptions(name string) TuneOptions {
 func TestTuneRows(t *testing.T) {
 	o := tuneOptions("all_reduce")
 	o.Channels = []int{0, 2}
-	rec, _, err := runTuneFake(t, 2, o, nil)
+	rec, _, err := runTuneFake(t, 2, o, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,16 +102,24 @@ func TestTuneRows(t *testing.T) {
 		if a, f := row.Configs[0], row.Configs[5]; a.Ran != f.Ran || a.RanUS != f.RanUS {
 			t.Errorf("row %d: auto %+v and %s %+v ran the same but were not pooled", row.Bytes, a, f.Config, f)
 		}
+		// Every other configuration sleeps (autoFastest): auto is the
+		// fastest and no confirmation round runs.
+		if row.Fastest().Ran != row.Auto().Ran || row.Confirmed || row.AutoWon || row.Winner().Ran != row.Auto().Ran ||
+			row.AutoUS != row.Auto().RanUS || row.BestUS != row.AutoUS || row.Regret() != 1 {
+			t.Errorf("row %d: best %s, confirmed %v, auto won %v, winner %s, auto %v us, best %v us, regret %v",
+				row.Bytes, row.Fastest().Config, row.Confirmed, row.AutoWon, row.Winner().Config, row.AutoUS, row.BestUS, row.Regret())
+		}
 		if row.Regret() < 1 || row.BusBW <= 0 || row.Wrong() != 0 {
 			t.Errorf("row %d: regret %v, busbw %v, wrong %d", row.Bytes, row.Regret(), row.BusBW, row.Wrong())
 		}
 	}
-	// Progress: a warmup report and one per measurement, for every size.
-	if want := 4 * (1 + o.Reps*len(wantConfigs)); len(rec.progress) != want {
+	// Progress: a warmup report, one per measurement and one for the
+	// confirmation round that did not run (auto was fastest), every size.
+	if want := 4 * (1 + o.Reps*len(wantConfigs) + 1); len(rec.progress) != want {
 		t.Errorf("%d progress reports, want %d", len(rec.progress), want)
 	}
 	last := rec.progress[len(rec.progress)-1]
-	if last != (TuneProgress{Bytes: 4096, Size: 4, Sizes: 4, Step: 14, Steps: 14}) {
+	if last != (TuneProgress{Bytes: 4096, Size: 4, Sizes: 4, Step: 18, Steps: 18}) {
 		t.Errorf("last progress %+v", last)
 	}
 }
@@ -117,7 +131,7 @@ func TestTuneRows(t *testing.T) {
 func TestTuneOrder(t *testing.T) {
 	o := tuneOptions("reduce_scatter")
 	o.MinBytes, o.MaxBytes, o.Reps = 1024, 1024, 5
-	rec, fakes, err := runTuneFake(t, 3, o, nil)
+	rec, fakes, err := runTuneFake(t, 3, o, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +151,84 @@ func TestTuneOrder(t *testing.T) {
 	want = append(want, "auto") // ForceNone at the end
 	if diff := cmp.Diff(want, fakes[0].log); diff != "" {
 		t.Errorf("force order (-want +got):\n%s", diff)
+	}
+}
+
+// TestTuneConfirms: when the first round's fastest ran something other
+// than the automatic pick, a confirmation round measures the two again,
+// alternating (A B, B A, ...), and the regret comes from that round alone.
+// Tree/LL is the fastest while the first round lasts; afterwards it is
+// slower than the automatic pick (a lucky first round: auto wins the row,
+// regret 1) or still faster (it wins, and the regret is auto's time over
+// its own in the confirmation round).
+func TestTuneConfirms(t *testing.T) {
+	o := tuneOptions("all_reduce")
+	o.MinBytes, o.MaxBytes, o.Reps = 1024, 1024, 3
+	tree := Ran{Algo: algos.Tree, Proto: protocols.LL, Channels: 1}
+	auto := Ran{Algo: algos.Ring, Proto: protocols.Simple, Channels: 1}
+	// Tree/LL's calls in the first round: warmup, then reps x (iters + the check).
+	first := o.Warmup + o.Reps*(o.Iters+1)
+	for _, tt := range []struct {
+		name    string
+		later   time.Duration // Tree/LL's sleep after the first round
+		autoWon bool
+	}{
+		{"lucky", 12 * time.Millisecond, true},
+		{"faster", 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, fakes, err := runTuneFake(t, 2, o, nil, func(r Ran, call int) time.Duration {
+				switch {
+				case r == tree && call < first:
+					return 0
+				case r == tree:
+					return tt.later
+				}
+				return 6 * time.Millisecond
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := rec.rows[0]
+			if row.Fastest().Ran != tree || !row.Confirmed || row.AutoWon != tt.autoWon {
+				t.Fatalf("first round's fastest %s, confirmed %v, auto won %v; want Tree/LL/1, true, %v",
+					row.Fastest().Ran, row.Confirmed, row.AutoWon, tt.autoWon)
+			}
+			// The confirmation round after the first: auto first, then
+			// alternating pairs, then the choice given back.
+			configs := []string{"auto", "Tree/LL/auto", "Ring/LL128/auto", "Ring/Simple/auto"}
+			var want []string
+			for rep := 0; rep < o.Reps; rep++ {
+				if rep%2 == 0 {
+					want = append(want, "auto", "Tree/LL/auto")
+				} else {
+					want = append(want, "Tree/LL/auto", "auto")
+				}
+			}
+			want = append(want, "auto")
+			log := fakes[1].log
+			skip := len(configs) * (1 + o.Reps)
+			if len(log) < skip || !cmp.Equal(log[skip:], want) {
+				t.Fatalf("forces %v, want the first round's %d then %v", log, skip, want)
+			}
+			// Tree/LL ran 0 ms a call in the first round; in the
+			// confirmation auto's calls take >= 6 ms, Tree/LL's >= 12 ms
+			// or 0.
+			winner, regret := tree, row.AutoUS/row.BestUS
+			if tt.autoWon {
+				winner, regret = auto, 1
+			}
+			if row.Winner().Ran != winner || row.Regret() != regret || row.AutoUS < 6000 {
+				t.Errorf("winner %s, regret %v (auto %v us, best %v us); want %s, %v, auto >= 6000 us",
+					row.Winner().Ran, row.Regret(), row.AutoUS, row.BestUS, winner, regret)
+			}
+			if tt.autoWon && row.BestUS != row.AutoUS || !tt.autoWon && (row.BestUS >= 6000 || row.Regret() < 2) {
+				t.Errorf("auto %v us, best %v us, regret %v", row.AutoUS, row.BestUS, row.Regret())
+			}
+			if p := rec.progress[len(rec.progress)-1]; p.Step != p.Steps || p.Steps != o.Reps*(len(configs)+2) {
+				t.Errorf("last progress %+v, want step %d of %d", p, o.Reps*(len(configs)+2), o.Reps*(len(configs)+2))
+			}
+		})
 	}
 }
 
@@ -179,7 +271,7 @@ func TestTuneWrongData(t *testing.T) {
 				out[0] ^= 1
 			}
 		}
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +293,7 @@ func TestTuneWrongData(t *testing.T) {
 func TestTuneSkipsRepeatedSizes(t *testing.T) {
 	o := tuneOptions("reduce_scatter")
 	o.MinBytes, o.MaxBytes, o.StepFactor = 8, 32, 2
-	rec, _, err := runTuneFake(t, 2, o, nil)
+	rec, _, err := runTuneFake(t, 2, o, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +304,7 @@ func TestTuneSkipsRepeatedSizes(t *testing.T) {
 
 func TestTuneRefuses(t *testing.T) {
 	o := tuneOptions("alltoall")
-	if _, _, err := runTuneFake(t, 2, o, nil); err == nil || !strings.Contains(err.Error(), "point-to-point") {
+	if _, _, err := runTuneFake(t, 2, o, nil, nil); err == nil || !strings.Contains(err.Error(), "point-to-point") {
 		t.Errorf("alltoall: %v, want an error saying it is point-to-point", err)
 	}
 	_, comms := newFakeJob(2) // no Tuned

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/seed-760dd1f1/cc/algos"
@@ -19,6 +20,49 @@ type tunedFake struct {
 	*fakeComm
 	forced *Ran     // Channels 0: the communicator's choice
 	log    []string // every Force ("Tree/LL/2", "Tree/LL/auto") and ForceNone ("auto"), in order
+	// delay, when set, is how long the call-th all-reduce, all-gather
+	// or reduce-scatter (counted from 0 per configuration run, per rank) of
+	// configuration ran sleeps before it runs.
+	delay func(ran Ran, call int) time.Duration
+	calls map[Ran]int
+}
+
+// autoFastest is a delay under which the automatic pick (Ring/Simple/1) is
+// the fastest by far: every other configuration sleeps 2 ms a call, so no
+// row needs a confirmation round.
+func autoFastest(ran Ran, call int) time.Duration {
+	if ran == (Ran{Algo: algos.Ring, Proto: protocols.Simple, Channels: 1}) {
+		return 0
+	}
+	return 2 * time.Millisecond
+}
+
+func (f *tunedFake) wait() {
+	if f.delay == nil {
+		return
+	}
+	if f.calls == nil {
+		f.calls = map[Ran]int{}
+	}
+	a, p, ch, _ := f.Ran()
+	r := Ran{Algo: a, Proto: p, Channels: ch}
+	time.Sleep(f.delay(r, f.calls[r]))
+	f.calls[r]++
+}
+
+func (f *tunedFake) AllReduce(send, recv []byte, count int, dt reduce.DataType, op reduce.Op) error {
+	f.wait()
+	return f.fakeComm.AllReduce(send, recv, count, dt, op)
+}
+
+func (f *tunedFake) AllGather(send, recv []byte, sendCount int, dt reduce.DataType) error {
+	f.wait()
+	return f.fakeComm.AllGather(send, recv, sendCount, dt)
+}
+
+func (f *tunedFake) ReduceScatter(send, recv []byte, recvCount int, dt reduce.DataType, op reduce.Op) error {
+	f.wait()
+	return f.fakeComm.ReduceScatter(send, recv, recvCount, dt, op)
 }
 
 var fakeEntries = []tune.Choice{

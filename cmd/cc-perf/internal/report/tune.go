@@ -90,7 +90,8 @@ func WriteTune(w io.Writer, h TuneHeader, configs []bench.Config, rows []bench.T
 	fmt.Fprintf(&b, "# %s: %s\n", plural(len(configs), "configuration"), strings.Join(names, " "))
 	fmt.Fprintf(&b, "# each: %s, then %s of %s, interleaved; time: median per-iteration time (slowest rank), out of place,\n",
 		plural(h.Warmup, "warmup call"), plural(h.Reps, "repetition"), plural(h.Iters, "iteration"))
-	b.WriteString("# over every configuration that ran the same algo/proto/channels; regret = auto time / best time\n")
+	b.WriteString("# over every configuration that ran the same algo/proto/channels; regret = auto time / best time, where the fastest\n")
+	b.WriteString("# ran something else than auto: from a confirmation round of the two alone (best: the winner of that round)\n")
 	b.WriteString("#\n")
 	if h.Detail {
 		err := writeTable(&b, []string{"size (B)", "configuration", "ran", "time (us)", "same ran (us)", "vs best"}, "RLLRRR",
@@ -111,10 +112,10 @@ func WriteTune(w io.Writer, h TuneHeader, configs []bench.Config, rows []bench.T
 	err := writeTable(&b, []string{"size (B)", "count", "best", "time (us)", "busbw (GB/s)", "auto", "auto (us)", "regret", "#wrong"}, "RRLRRLRRR",
 		func(add func(...string)) {
 			for _, r := range rows {
-				best, auto := r.Fastest(), r.Auto()
+				best, auto := r.Winner(), r.Auto()
 				add(strconv.FormatInt(r.Bytes, 10), strconv.FormatInt(r.Count, 10),
-					best.Ran.String(), usStr(best.RanUS), strconv.FormatFloat(r.BusBW, 'f', 2, 64),
-					auto.Ran.String(), usStr(auto.RanUS), strconv.FormatFloat(r.Regret(), 'f', 2, 64),
+					best.Ran.String(), usStr(r.BestUS), strconv.FormatFloat(r.BusBW, 'f', 2, 64),
+					auto.Ran.String(), usStr(r.AutoUS), strconv.FormatFloat(r.Regret(), 'f', 2, 64),
 					strconv.FormatInt(r.Wrong(), 10))
 			}
 		})
