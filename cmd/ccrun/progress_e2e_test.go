@@ -65,7 +65,9 @@ func TestE2EProgressOnTerminal(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("on a terminal: exit %d, terminal %q", code, term)
 	}
-	if !regexp.MustCompile(`\rtune reduce_scatter: size 2/2 \(2048 B\) +[0-9]+% \|[^|]*\| \([0-9]+/20\) \[[0-9]+s:[0-9]+s\]`).MatchString(term) {
+	// 5 configurations x 2 repetitions and room for a confirmation round
+	// of 2 x 2: 14 measurements per size, 28 in all.
+	if !regexp.MustCompile(`\rtune reduce_scatter: size 2/2 \(2048 B\) +[0-9]+% \|[^|]*\| \([0-9]+/28\) \[[0-9]+s:[0-9]+s\]`).MatchString(term) {
 		t.Errorf("the terminal shows no progress line of rank 0: %q", term)
 	}
 	if !strings.HasSuffix(term, "\r\x1b[K") {
