@@ -101,9 +101,6 @@ type TuneRow struct {
 	Count   int64      // the count argument of the calls
 	Configs []Measured // Configs[0] is the automatic pick
 	Best    int        // index in Configs of the fastest of the first round (by RanUS), the first of equals
-	// Confirmed says a confirmation round measured the automatic pick
-	// against Configs[Best] again (Best ran something else than auto).
-	Confirmed bool
 	// AutoWon says the confirmation round found the candidate no faster
 	// than the automatic pick: the pick wins the row.
 	AutoWon bool
@@ -122,6 +119,10 @@ func (r TuneRow) Auto() Measured { return r.Configs[0] }
 // Fastest is the measurement of the fastest configuration of the first
 // round (Best).
 func (r TuneRow) Fastest() Measured { return r.Configs[r.Best] }
+
+// Confirmed says a confirmation round measured the automatic pick against
+// the first round's fastest again: the fastest ran something else.
+func (r TuneRow) Confirmed() bool { return r.Fastest().Ran != r.Auto().Ran }
 
 // Winner is the configuration that won the row: the automatic pick when
 // the confirmation round found the first round's fastest no faster, else
@@ -325,14 +326,13 @@ func (k *rank) tuneRow(t Tuned, configs []Config, o *TuneOptions, progress func(
 	row.AutoUS, row.BestUS = row.Auto().RanUS, row.Fastest().RanUS
 	// Every rank has the same samples (each time is the slowest rank's), so
 	// every rank makes the same decision here.
-	if row.Fastest().Ran == row.Auto().Ran {
+	if !row.Confirmed() {
 		progress(o.Reps * (n + 2)) // no confirmation round
 	} else {
 		auto, cand, err := k.confirm(t, &row.Configs[0], &row.Configs[row.Best], o, func(step int) { progress(o.Reps*n + step) })
 		if err != nil {
 			return row, err
 		}
-		row.Confirmed = true
 		row.AutoUS, row.BestUS = auto, cand
 		if cand >= auto {
 			row.AutoWon, row.BestUS = true, auto

@@ -104,10 +104,10 @@ func TestTuneRows(t *testing.T) {
 		}
 		// Every other configuration sleeps (autoFastest): auto is the
 		// fastest and no confirmation round runs.
-		if row.Fastest().Ran != row.Auto().Ran || row.Confirmed || row.AutoWon || row.Winner().Ran != row.Auto().Ran ||
+		if row.Fastest().Ran != row.Auto().Ran || row.Confirmed() || row.AutoWon || row.Winner().Ran != row.Auto().Ran ||
 			row.AutoUS != row.Auto().RanUS || row.BestUS != row.AutoUS || row.Regret() != 1 {
 			t.Errorf("row %d: best %s, confirmed %v, auto won %v, winner %s, auto %v us, best %v us, regret %v",
-				row.Bytes, row.Fastest().Config, row.Confirmed, row.AutoWon, row.Winner().Config, row.AutoUS, row.BestUS, row.Regret())
+				row.Bytes, row.Fastest().Config, row.Confirmed(), row.AutoWon, row.Winner().Config, row.AutoUS, row.BestUS, row.Regret())
 		}
 		if row.Regret() < 1 || row.BusBW <= 0 || row.Wrong() != 0 {
 			t.Errorf("row %d: regret %v, busbw %v, wrong %d", row.Bytes, row.Regret(), row.BusBW, row.Wrong())
@@ -190,9 +190,9 @@ func TestTuneConfirms(t *testing.T) {
 				t.Fatal(err)
 			}
 			row := rec.rows[0]
-			if row.Fastest().Ran != tree || !row.Confirmed || row.AutoWon != tt.autoWon {
+			if row.Fastest().Ran != tree || !row.Confirmed() || row.AutoWon != tt.autoWon {
 				t.Fatalf("first round's fastest %s, confirmed %v, auto won %v; want Tree/LL/1, true, %v",
-					row.Fastest().Ran, row.Confirmed, row.AutoWon, tt.autoWon)
+					row.Fastest().Ran, row.Confirmed(), row.AutoWon, tt.autoWon)
 			}
 			// The confirmation round after the first: auto first, then
 			// alternating pairs, then the choice given back.

@@ -60,7 +60,6 @@ func tuneRows() ([]bench.Config, []bench.TuneRow) {
 			}
 		}
 		r.AutoUS, r.BestUS = r.Auto().RanUS, r.Fastest().RanUS
-		r.Confirmed = r.Fastest().Ran != r.Auto().Ran
 		if i == 3 {
 			r.AutoUS, r.BestUS, r.AutoWon = 33000, 33000, true
 		}
