@@ -185,6 +185,54 @@ func TestAgentSignalAndStdin(t *testing.T) {
 	}
 }
 
+// cancelledAfterCheck is a context whose Done is closed from the start but whose Err
+// says nil the first time: it is cancelled just after Start has looked at it, while the
+// start is on its way to the agent.
+type cancelledAfterCheck struct {
+	context.Context
+	checked bool
+}
+
+func (c *cancelledAfterCheck) Err() error {
+	if !c.checked {
+		c.checked = true
+		return nil
+	}
+	return context.Canceled
+}
+
+func (c *cancelledAfterCheck) Done() <-chan struct{} {
+	d := make(chan struct{})
+	close(d)
+	return d
+}
+
+// TestAgentStartCancelledInFlight: a start already sent when ccrun cancels is answered
+// and handed back, so the supervisor can signal the rank and count it in its report
+// (ccrun's "a rank fails" teardown counted one rank short when the rank was killed out
+// of its sight instead).
+func TestAgentStartCancelledInFlight(t *testing.T) {
+	p := startPair(t)
+	s, _, _ := spec(0, "/bin/sh", "-c", `sleep 300`)
+	proc, err := p.c.Start(&cancelledAfterCheck{Context: context.Background()}, s)
+	if err != nil {
+		t.Fatalf("start cancelled in flight: %v, want the started rank", err)
+	}
+	if proc.Pid() == 0 {
+		t.Fatal("pid 0, want the started rank's")
+	}
+	proc.Signal(syscall.SIGTERM)
+	if got := proc.Wait(); got != (launch.Exit{Signal: syscall.SIGTERM}) {
+		t.Errorf("after SIGTERM: %+v", got)
+	}
+	// A start not yet sent is not sent.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.c.Start(ctx, s); !errors.Is(err, context.Canceled) {
+		t.Errorf("start cancelled before it was sent: %v, want context.Canceled", err)
+	}
+}
+
 // marked returns a fresh marker variable and the lister of the processes that hold it.
 func marked() (string, func() []int) {
 	var b [8]byte

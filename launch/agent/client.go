@@ -211,6 +211,11 @@ func (c *Conn) proc(rank int) *remoteProc {
 // the agent could not start (no such program or directory) is a Proc with pid 0 that has
 // printed the agent's message on its stderr and exits with 127 or 126, as a rank started
 // by a session of its own.
+//
+// ctx ends a start not yet sent. Once sent, Start waits for the agent's answer (it
+// answers at once, or the connection ends): a rank started while ccrun tears the job
+// down must reach the supervisor, which signals it and counts it, rather than be
+// killed out of its sight.
 func (c *Conn) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("no program to run")
@@ -219,6 +224,9 @@ func (c *Conn) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error)
 	p := &remoteProc{c: c, rank: rank, stdout: orDiscard(spec.Stdout), stderr: orDiscard(spec.Stderr), exited: make(chan struct{})}
 	if spec.Stdin != nil {
 		p.window = newWindow(stdinWindow)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("host %s: start: %w", c.host, context.Cause(ctx))
 	}
 	ch := make(chan startedMsg, 1)
 	c.mu.Lock()
@@ -250,22 +258,6 @@ func (c *Conn) Start(ctx context.Context, spec launch.Spec) (launch.Proc, error)
 			return c.started(p, m, spec.Stdin), nil
 		case <-c.done:
 			err = c.err
-		case <-ctx.Done():
-			// The start is on its way: the rank, if it starts, is killed at once, and its
-			// exit is read and dropped.
-			c.wg.Go(func() {
-				select {
-				case m := <-ch:
-					if m.Pid != 0 {
-						c.fw.json(tSignal, signalMsg{Rank: rank, Signal: int(syscall.SIGKILL)})
-					}
-				case <-c.done:
-				}
-			})
-			if relayPMI {
-				c.dropPMI(rank, server)
-			}
-			return nil, fmt.Errorf("host %s: start: %w", c.host, context.Cause(ctx))
 		}
 	}
 	c.mu.Lock()
