@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # predict-check.sh: checks cc-perf predict against the testbed (issue 22). In order:
 #
-#   1. calibrate: ccrun -H tb1:1,tb2:1 cc-perf calibrate on unshaped links (the net class)
-#      and freeze the constants in DIR/consts.json (or take --consts FILE and skip this);
+#   1. calibrate: ccrun -H tb1:1,tb2:1 cc-perf calibrate on unshaped links (the net class),
+#      then, on the same two hosts with two ranks each (4 ranks on the 2 cores),
+#      NCCL_ALGO=Ring cc-perf calibrate --shared-cores 2 -b 8 -e 4K on that file: the part of
+#      a step's latency that needs a core (alpha_cpu), which the ranks of 4 and 8 hosts queue
+#      for; freeze the constants in DIR/consts.json (or take --consts FILE and skip this);
 #   2. predict, before anything is measured: cc-perf predict all_reduce --hosts H
 #      --shared-cores 2 --consts DIR/consts.json --algo ring,tree --proto Simple
 #      [--link RATE --burst BUCKET] (the bucket of the testbed's shaper at RATE) for every
@@ -56,13 +59,16 @@ hostlist() { local k; for k in $(seq "$1"); do printf '10.252.0.%d:1\n' "$k"; do
 # The testbed comes up without Slurm when this brings it up: nothing here uses it.
 export CC_TESTBED_NO_SLURM=1
 
-# _calibrate BIN OUT CALARGS...: runs inside scripts/testbed.sh run, lock held.
+# _calibrate BIN OUT CALARGS...: runs inside scripts/testbed.sh run, lock held: the net
+# class on two hosts, then its alpha_cpu with two ranks on each.
 if [ "${1-}" = _calibrate ]; then
 	bin=$2 out=$3
 	shift 3
 	"$testbed" shape all >/dev/null
 	"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np 2 -H "$(hostlist 2)" \
 		"$bin/cc-perf" calibrate -o "$out" "$@"
+	"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np 4 -H "$(hostlist 2 | sed 's/:1/:2/g')" -x NCCL_ALGO=Ring \
+		"$bin/cc-perf" calibrate --shared-cores 2 --base "$out" -o "$out" -b 8 -e 4K -f 4 -n 5 -w 2 --reps 3 --channels 1
 	exit
 fi
 
@@ -181,7 +187,8 @@ sweeps() {
 
 # 1. calibrate
 if [ -z "$consts" ]; then
-	echo "# 1. calibrate on tb1, tb2 (unshaped): cc-perf calibrate -b 8 -e 4M -f 4 -n 5 -w 2 --reps 3 --channels 1"
+	echo "# 1. calibrate on tb1, tb2 (unshaped): cc-perf calibrate -b 8 -e 4M -f 4 -n 5 -w 2 --reps 3 --channels 1;"
+	echo "#    then 2 ranks on each: NCCL_ALGO=Ring cc-perf calibrate --shared-cores 2 -b 8 -e 4K -f 4 -n 5 -w 2 --reps 3 --channels 1"
 	flock "$LOCK" "$testbed" run "$self" _calibrate "$bin" "$dir/consts.json" \
 		-b 8 -e 4M -f 4 -n 5 -w 2 --reps 3 --channels 1 >"$dir/calibrate.out" 2>&1 ||
 		{ cat "$dir/calibrate.out" >&2; fail "calibration failed"; }

@@ -36,6 +36,7 @@ type calibrateFlags struct {
 	stepFactor          int
 	iters, warmup, reps int
 	timeout             int
+	sharedCores         int
 	channels            channelList
 	output, base        string
 	all                 bool
@@ -61,6 +62,7 @@ func (f *calibrateFlags) register(fs *pflag.FlagSet) {
 	i(&f.reps, "reps", "", 1, 1<<20, "measurements of every configuration at every size, interleaved in a shuffled order")
 	fs.Var(&f.channels, "channels", "channel counts to measure every entry with, comma-separated, 1..64 (default: 1 and the communicators' count)")
 	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds joining the job, a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
+	i(&f.sharedCores, "shared-cores", "", 0, 1<<20, "the job's hosts share this many cores (namespaces or VMs of one machine) and its ranks outnumber them: fit only the net class's alpha_cpu, on a base calibrated with a core per rank (0 = a full calibration)")
 	fs.BoolVar(&f.all, "all", false, "also print every measurement with the model's predictions before and after the fit")
 }
 
@@ -71,6 +73,7 @@ type calibrateConfig struct {
 	output          string
 	base            *tune.Consts // nil: the communicators' own
 	all             bool
+	sharedCores     int // not 0: fit alpha_cpu alone (tune.FitCPU)
 }
 
 func (f *calibrateFlags) validate() (*calibrateConfig, error) {
@@ -89,7 +92,10 @@ func (f *calibrateFlags) validate() (*calibrateConfig, error) {
 		largest = size
 		return true
 	})
-	if min > tune.SmallBytes || largest < tune.LargeBytes {
+	if f.sharedCores > 0 && min > tune.SmallBytes {
+		return nil, usagef("-b %d: --shared-cores fits latencies: the sizes measured must reach <= %d B", min, tune.SmallBytes)
+	}
+	if f.sharedCores == 0 && (min > tune.SmallBytes || largest < tune.LargeBytes) {
 		return nil, usagef("-b %d -e %d -f %d: the sizes measured must reach <= %d B (latencies) and >= %d B (bandwidths); the largest is %d B",
 			min, max, f.stepFactor, tune.SmallBytes, tune.LargeBytes, largest)
 	}
@@ -103,7 +109,7 @@ func (f *calibrateFlags) validate() (*calibrateConfig, error) {
 			MinBytes: min, MaxBytes: max, StepFactor: int64(f.stepFactor),
 			Iters: f.iters, Warmup: f.warmup, Reps: f.reps, Channels: f.channels.counts,
 			Timeout: time.Duration(f.timeout) * time.Second},
-		nthreads: f.nthreads, ngpus: f.ngpus, output: f.output, all: f.all,
+		nthreads: f.nthreads, ngpus: f.ngpus, output: f.output, all: f.all, sharedCores: f.sharedCores,
 	}
 	if f.base != "" {
 		b, err := tune.LoadConsts(f.base)
@@ -138,6 +144,19 @@ so calibrating each class in turn builds one file:
   CC_TUNE_FILE=cc-tune.json ccrun -np 4 --oversubscribe cc-perf calibrate -o cc-tune.json
   CC_TUNE_FILE=cc-tune.json ccrun --hostfile hosts -np 2 cc-perf calibrate -o cc-tune.json
   CC_TUNE_FILE=cc-tune.json ccrun -np 2 cc-perf tune all_reduce --check
+
+--shared-cores N is for hosts that share one machine's N cores (the
+testbed's network namespaces, VMs): on a job spanning them with more ranks
+than N, it fits only the net class's alpha_cpu, the part of a step's
+latency that keeps a core busy, from the ring's calls of 1..4 KiB, against
+a --base whose net class was calibrated with a core per rank; everything
+else is copied from the base. cc-perf predict --shared-cores charges it to
+the cores, where it grows with the ranks per core; the tuner does not read
+it. scripts/predict-check.sh does both calibrations:
+
+  ccrun -H tb1,tb2 -np 2 cc-perf calibrate -o c.json
+  ccrun -H tb1:2,tb2:2 -np 4 -x NCCL_ALGO=Ring cc-perf calibrate \
+      --shared-cores 2 --base c.json -b 8 -e 4K -o c.json
 
 Only rank 0 prints and writes. Exit status as cc-perf tune: 0 ok; 2 system
 error; 3 runtime error or nothing to fit; 4 timeout (-T); 6 invalid usage;
@@ -176,6 +195,11 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 		return err
 	}
 	defer j.close()
+	if n := c.sharedCores; n > 0 {
+		if hosts := countHosts(j.comms[0]); hosts < 2 || j.nranks <= n {
+			return cli.Errorf(exitUsage, "--shared-cores %d: %d ranks on %s: alpha_cpu is fitted on a job that spans hosts with more ranks than the %d cores", n, j.nranks, plural(hosts, "host"), n)
+		}
+	}
 	o := c.sweep
 	if len(o.Channels) == 0 {
 		o.Channels = []int{1}
@@ -234,7 +258,14 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 	source := fmt.Sprintf("cc-perf calibrate on %s, %s: %d ranks on %s (%d cores here), channels %v, %d-%d B",
 		host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), j.nranks, plural(nhosts, "host"), runtime.NumCPU(),
 		o.Channels, o.MinBytes, o.MaxBytes)
-	fitted, f, err := tune.Fit(base, model, samples, source)
+	fit := tune.Fit
+	if c.sharedCores > 0 {
+		source += fmt.Sprintf(", on %d shared cores", c.sharedCores)
+		fit = func(base *tune.Consts, m *tune.Model, ss []tune.Sample, source string) (*tune.Consts, *tune.Fitted, error) {
+			return tune.FitCPU(base, m, ss, c.sharedCores, source)
+		}
+	}
+	fitted, f, err := fit(base, model, samples, source)
 	if err != nil {
 		return cli.Errorf(exitRuntime, "calibrate: %w", err)
 	}
@@ -249,7 +280,7 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 	var b bytes.Buffer
 	h := report.CalibrationHeader{NRanks: j.nranks, NHosts: nhosts, Colls: calibrated, Channels: o.Channels,
 		MinBytes: o.MinBytes, MaxBytes: o.MaxBytes, Factor: o.StepFactor, Reps: o.Reps, Iters: o.Iters,
-		Base: base.Source, Detail: c.all}
+		Base: base.Source, Detail: c.all, SharedCores: c.sharedCores}
 	before, after := model.With(base), model.With(fitted)
 	for _, s := range samples {
 		h.Samples = append(h.Samples, report.Predicted{Sample: s,
@@ -259,7 +290,11 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 	if err := report.WriteCalibration(&b, h, f); err != nil {
 		return cli.Errorf(exitInternal, "calibrate: %w", err)
 	}
-	fmt.Fprintf(&b, "# constants: %s (class %s fitted, the others from the base); use: CC_TUNE_FILE=%s\n", c.output, f.Class, c.output)
+	what := fmt.Sprintf("class %s fitted, the others from the base", f.Class)
+	if c.sharedCores > 0 {
+		what = fmt.Sprintf("class %s's alpha_cpu fitted, the rest from the base", f.Class)
+	}
+	fmt.Fprintf(&b, "# constants: %s (%s); use: CC_TUNE_FILE=%s\n", c.output, what, c.output)
 	_, err = e.stdout.Write(b.Bytes())
 	return err
 }

@@ -55,6 +55,12 @@ type ClassConsts struct {
 	// Alpha is the latency of one pipeline step (post, visible to the
 	// peer, consumed), in µs.
 	Alpha [protocols.NumProtos]float64
+	// AlphaCPU is the part of Alpha that keeps a core busy (system calls,
+	// waking the peer), in µs: where ranks outnumber the cores they share,
+	// their hops queue for the cores. The tuner does not read it (ranks
+	// outnumber cores only on test machines); cc-perf predict's replay
+	// does. 0 (not measured): every step is latency that needs no core.
+	AlphaCPU [protocols.NumProtos]float64
 	// Beta is what one channel streams through a link, in GB/s (bus
 	// bandwidth: the ring's data per link).
 	Beta [protocols.NumProtos]float64
@@ -203,6 +209,8 @@ func (k *ClassConsts) check() error {
 			return fmt.Errorf("beta %s = %v GB/s: want a finite bandwidth > 0", p, b)
 		case !finite(m) || m < b:
 			return fmt.Errorf("beta_max %s = %v GB/s: want a finite ceiling >= beta (%v)", p, m, b)
+		case !(k.AlphaCPU[p] >= 0 && k.AlphaCPU[p] <= a):
+			return fmt.Errorf("alpha_cpu %s = %v µs: want 0..alpha (%v)", p, k.AlphaCPU[p], a)
 		}
 	}
 	if !finite(k.OpCost) || k.OpCost < 0 {
@@ -241,6 +249,7 @@ type (
 		Source     string             `json:"source,omitempty"`
 		Gamma      map[string]float64 `json:"gamma_us"`
 		Alpha      map[string]float64 `json:"alpha_us"`
+		AlphaCPU   map[string]float64 `json:"alpha_cpu_us,omitempty"`
 		Beta       map[string]float64 `json:"beta_gbs"`
 		BetaMax    map[string]float64 `json:"beta_max_gbs"`
 		AlgoLat    map[string]float64 `json:"algo_lat_us"`
@@ -259,6 +268,9 @@ func (c *Consts) MarshalJSON() ([]byte, error) {
 		k := &c.Class[cl]
 		cf := &classFile{Source: k.Source, Gamma: perProto(&k.Gamma), Alpha: perProto(&k.Alpha), Beta: perProto(&k.Beta), BetaMax: perProto(&k.BetaMax),
 			AlgoLat: map[string]float64{}, AlgoGamma: map[string]float64{}, Efficiency: map[string]float64{}, MaxBytes: map[string]float64{}, OpCost: k.OpCost}
+		if k.AlphaCPU != ([protocols.NumProtos]float64{}) {
+			cf.AlphaCPU = perProto(&k.AlphaCPU)
+		}
 		for a := range algos.Algo(algos.NumAlgos) {
 			if e := k.Eff[a]; e != 0 {
 				cf.Efficiency[a.String()] = e
@@ -306,6 +318,11 @@ func (c *Consts) UnmarshalJSON(b []byte) error {
 			dst  *[protocols.NumProtos]float64
 		}{{"gamma_us", cf.Gamma, &k.Gamma}, {"alpha_us", cf.Alpha, &k.Alpha}, {"beta_gbs", cf.Beta, &k.Beta}, {"beta_max_gbs", cf.BetaMax, &k.BetaMax}} {
 			if err := fromProtos(cl.String()+"."+t.name, t.m, t.dst); err != nil {
+				return err
+			}
+		}
+		if cf.AlphaCPU != nil { // optional: older files have none
+			if err := fromProtos(cl.String()+".alpha_cpu_us", cf.AlphaCPU, &k.AlphaCPU); err != nil {
 				return err
 			}
 		}

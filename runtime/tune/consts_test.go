@@ -10,7 +10,9 @@ import (
 // TestConstsRoundTrip: what MarshalJSON writes, ParseConsts reads back
 // unchanged, for the built-in constants and the fixed test calibration.
 func TestConstsRoundTrip(t *testing.T) {
-	for _, c := range []*Consts{Default(), fixedConsts(t)} {
+	cpu := fixedConsts(t)
+	cpu.Class[Net].AlphaCPU = [3]float64{0.5, 0, 1} // optional: written only when set
+	for _, c := range []*Consts{Default(), fixedConsts(t), cpu} {
 		b, err := json.MarshalIndent(c, "", "  ")
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +66,11 @@ func TestBadConsts(t *testing.T) {
 			"x.json: class shm-busy: alpha LL = -1 µs: want a finite latency >= 0"},
 		{"ceiling below beta", edit(func(m map[string]any) { class(m, "net")["beta_max_gbs"].(map[string]any)["Simple"] = 0.5 }),
 			"x.json: class net: beta_max Simple = 0.5 GB/s: want a finite ceiling >= beta (1.15)"},
+		{"alpha_cpu above alpha", edit(func(m map[string]any) {
+			class(m, "net")["alpha_cpu_us"] = map[string]any{"LL": 0.0, "LL128": 0.0, "Simple": 1e6}
+		}), "x.json: class net: alpha_cpu Simple = 1e+06 µs: want 0..alpha"},
+		{"alpha_cpu short", edit(func(m map[string]any) { class(m, "net")["alpha_cpu_us"] = map[string]any{"LL": 0.0} }),
+			"x.json: net.alpha_cpu_us: want exactly the protocols LL, LL128 and Simple, got 1 entries"},
 		{"no ring", edit(func(m map[string]any) { delete(class(m, "shm")["efficiency"].(map[string]any), "Ring") }),
 			"x.json: class shm: efficiency ring = 0"},
 	} {

@@ -243,6 +243,10 @@ func (x *fitter) ring() error {
 			f.note("gamma "+p.String(), len(ss), fmt.Sprintf("ring, 1..%d B, %d step counts", SmallBytes, len(xs)))
 		}
 		f.note("alpha "+p.String(), len(ss), fmt.Sprintf("ring, 1..%d B, %d step counts", SmallBytes, len(xs)))
+		if k.AlphaCPU[p] != 0 { // a part of the alpha before: stale
+			k.AlphaCPU[p] = 0
+			f.Basis["alpha_cpu "+p.String()] = "reset: alpha was refitted (fit it again: calibrate --shared-cores)"
+		}
 	}
 	return nil
 }
@@ -374,4 +378,52 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// FitCPU returns a copy of base whose net class's AlphaCPU is fitted from
+// samples measured on m's job: ranks spanning hosts that all share cores
+// cores, fewer than the ranks (hosts in namespaces or VMs of one
+// machine), m's ranks. Base's alpha must come from a job with a core per rank (Fit):
+// it is the step's latency when nothing queues for a core. Here every
+// step's ranks each spend AlphaCPU on cores ranks/cores times too few, so
+// a step takes alpha + AlphaCPU x (ranks/cores - 1) (cc-perf predict's
+// replay charges it to the cores the same way); the median over the
+// ring's small calls of their time beyond base's prediction, per step
+// and per that factor, is the fit, at most alpha. Nothing else changes.
+func FitCPU(base *Consts, m *Model, samples []Sample, cores int, source string) (*Consts, *Fitted, error) {
+	ranks := m.n
+	if m.Class() != Net {
+		return nil, nil, fmt.Errorf("the job's link class is %s: alpha_cpu is fitted on a job that spans hosts (class %s)", m.Class(), Net)
+	}
+	if cores < 1 || ranks <= cores {
+		return nil, nil, fmt.Errorf("%d ranks on %d shared cores: alpha_cpu is fitted where ranks outnumber the cores", ranks, cores)
+	}
+	c := *base
+	k := &c.Class[Net]
+	x := &fitter{f: &Fitted{Class: Net, Old: base.Class[Net], Basis: map[string]string{}}, k: k, fm: *m, samples: samples}
+	x.fm.c = &c
+	over := float64(ranks)/float64(cores) - 1
+	fitted := 0
+	for p := range protocols.Proto(protocols.NumProtos) {
+		name := "alpha_cpu " + p.String()
+		ss := x.pick(algos.Ring, p, 0, false)
+		if len(ss) == 0 {
+			x.f.keep(name, fmt.Sprintf("no ring %s call of 1..%d B was measured", p, SmallBytes))
+			continue
+		}
+		v := median(mapped(ss, func(s Sample) float64 {
+			return x.excess(s) / float64(x.fm.classSteps(s.Coll, s.Algo)) / over
+		}))
+		k.AlphaCPU[p] = min(k.Alpha[p], max(0, v))
+		x.f.note(name, len(ss), fmt.Sprintf("ring, 1..%d B, %d ranks on %d cores", SmallBytes, ranks, cores))
+		fitted++
+	}
+	if fitted == 0 {
+		return nil, nil, fmt.Errorf("no ring call of 1..%d B was measured: nothing to fit alpha_cpu to", SmallBytes)
+	}
+	k.Source = x.f.Old.Source + "; alpha_cpu: " + source
+	x.f.New = *k
+	x.f.ErrBefore = m.With(base).relErr(samples)
+	x.f.ErrAfter = x.f.ErrBefore // the tuner's model does not read AlphaCPU
+	return &c, x.f, nil
 }

@@ -216,3 +216,57 @@ func TestFitBoundedAlgorithm(t *testing.T) {
 		t.Errorf("basis %q, want the sizes it was fitted on", b)
 	}
 }
+
+// TestFitCPU: ring calls that take alpha_cpu x (ranks/cores - 1) per net
+// step beyond what the base predicts give alpha_cpu back, capped at
+// alpha; nothing else changes; a job that does not span hosts, or whose
+// ranks do not outnumber the cores, is refused; a later full Fit resets
+// the alpha_cpu its new alpha makes stale.
+func TestFitCPU(t *testing.T) {
+	topo := algos.BlockTopo(2, 3) // 6 ranks on 2 shared cores: factor 2
+	mask := fullMask(topo)
+	base := fixedConsts(t)
+	m := New(base, topo, mask, nil, false)
+	want := [3]float64{1, 2, 1e9} // Simple's: above its alpha, capped
+	var samples []Sample
+	for _, s := range synthetic(base, topo, mask) {
+		if s.Algo == algos.Ring && s.Bytes <= SmallBytes {
+			s.TimeUS += want[s.Proto] * float64(m.classSteps(s.Coll, s.Algo)) * 2
+		}
+		samples = append(samples, s)
+	}
+	got, f, err := FitCPU(base, m, samples, 2, "cpu test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := got.Class[Net]
+	for p, w := range want {
+		w = min(w, base.Class[Net].Alpha[p])
+		if math.Abs(k.AlphaCPU[p]-w) > 1e-9 {
+			t.Errorf("alpha_cpu %s = %v, want %v", protocols.Proto(p), k.AlphaCPU[p], w)
+		}
+	}
+	k.AlphaCPU, k.Source = base.Class[Net].AlphaCPU, base.Class[Net].Source
+	if k != base.Class[Net] || got.Class[SHM] != base.Class[SHM] || got.Class[SHMBusy] != base.Class[SHMBusy] {
+		t.Error("FitCPU changed more than alpha_cpu")
+	}
+	if f.Basis["alpha_cpu LL"] == "" || !strings.Contains(got.Class[Net].Source, "alpha_cpu: cpu test") {
+		t.Errorf("basis %q, source %q", f.Basis["alpha_cpu LL"], got.Class[Net].Source)
+	}
+	if _, _, err := FitCPU(base, m, samples, 6, "x"); err == nil || !strings.Contains(err.Error(), "6 ranks on 6 shared cores") {
+		t.Errorf("6 ranks on 6 cores: %v, want a refusal", err)
+	}
+	one := algos.NewTopo(make([]int, 4))
+	if _, _, err := FitCPU(base, New(base, one, fullMask(one), nil, false), samples, 2, "x"); err == nil || !strings.Contains(err.Error(), "spans hosts") {
+		t.Errorf("one host: %v, want a refusal", err)
+	}
+	// A full calibration of the net class afterwards: the alpha_cpu was a
+	// part of the old alpha, and goes.
+	again, f, err := Fit(got, New(got, topo, mask, nil, false), synthetic(base, topo, mask), "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Class[Net].AlphaCPU != ([3]float64{}) || !strings.HasPrefix(f.Basis["alpha_cpu LL"], "reset") {
+		t.Errorf("after a full fit: alpha_cpu %v, basis %q; want 0, reset", again.Class[Net].AlphaCPU, f.Basis["alpha_cpu LL"])
+	}
+}

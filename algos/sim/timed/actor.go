@@ -112,21 +112,32 @@ func (s *Sim) open(a *actor) {
 	for _, c := range a.send {
 		inter = inter || c.inter
 	}
-	a.beta = s.p.Intra.Beta
+	a.beta, a.over = s.p.Intra.Beta, s.p.Intra.CPU
 	if inter {
-		a.beta = s.p.Inter.Beta
+		a.beta, a.over = s.p.Inter.Beta, s.p.Inter.CPU
+	}
+	if len(a.send) == 0 {
+		a.over = 0 // a hop's CPU is the sender's: a call of n hops in a row costs n x (CPU + Alpha)
 	}
 	a.copies = int64(len(a.send)+max(0, len(a.recv)-1)) + int64(sg.direct)
 }
 
-// cpuWork is the ns a slice's CPU stage takes on a free core: bytes times
-// (send peers + receive peers beyond the first + direct reads) over the
-// Beta of its class, slowed by its host's factor.
+// cpuWork is the ns a slice's CPU stage takes on a free core: its
+// class's CPU if it is the first slice of an Op that sends (one hop's
+// system calls and wake-up; the slices after it stream), plus bytes times (send peers + receive peers
+// beyond the first + direct reads) over the Beta of its class, slowed by
+// its host's factor.
 func (s *Sim) cpuWork(a *actor, elems int64) float64 {
-	if a.beta <= 0 {
+	w := 0.0
+	if a.slice == 0 {
+		w = a.over
+	}
+	if a.beta > 0 {
+		w += float64(elems*int64(s.p.ElemSize)*a.copies) / a.beta
+	}
+	if w <= 0 {
 		return 0
 	}
-	w := float64(elems*int64(s.p.ElemSize)*a.copies) / a.beta
 	if s.p.SlowHost != nil {
 		w *= s.p.SlowHost[a.host]
 	}

@@ -58,6 +58,12 @@ import (
 type Class struct {
 	Alpha float64 // ns from a post to the peer seeing it (and for a credit back)
 	Beta  float64 // bytes per ns of a slice's CPU stage (GB/s); 0 means free
+	// CPU is ns of core time an Op that sends spends besides its bytes,
+	// in its first slice's CPU stage (system calls, waking the peer): the
+	// part of a hop that needs a core. On a core of its own it is latency
+	// like Alpha; where ranks outnumber a pool's cores the stages share
+	// them and it grows.
+	CPU float64
 }
 
 // SlowLink divides the rate of every flow between hosts A and B (either
@@ -187,6 +193,7 @@ type actor struct {
 	recv     []*conn // the connections of Op op
 	send     []*conn
 	beta     float64 // of the Op's class
+	over     float64 // the Op's class's CPU (0 for an Op that sends nothing)
 	copies   int64   // bytes a CPU stage moves per byte of its slice
 	host     int
 	cpu      float64 // ns spent in CPU stages

@@ -239,6 +239,35 @@ func TestSharedCores(t *testing.T) {
 	}
 }
 
+func TestHopCPU(t *testing.T) {
+	// A hop of 1000 ns, 600 of them CPU (Alpha 400, CPU 600), bytes free:
+	// on a core per rank it is latency, 6 hops of the ring of 4 in a row.
+	p := &timed.Params{Topo: algos.FlatTopo(4), Geometry: pipe, StepPayload: 1 << 20, ElemSize: 4,
+		Inter: timed.Class{Alpha: 400, CPU: 600}, Start: 5000}
+	if res := run(t, p, ringAllReduce(4, 4096)); !near(res.Time, 5000+6*1000) {
+		t.Errorf("a core per rank: %.1f ns, want %.1f", res.Time, 5000+6*1000.0)
+	}
+	// 4 ranks on 2 cores: the 4 hops of a step share them, 2 x 600 each,
+	// so a step takes alpha + CPU x (ranks/cores - 1), what
+	// tune.FitCPU assumes.
+	p.SharedCores = 2
+	if res := run(t, p, ringAllReduce(4, 4096)); !near(res.Time, 5000+6*(1000+600)) {
+		t.Errorf("4 ranks on 2 cores: %.1f ns, want %.1f", res.Time, 5000+6*1600.0)
+	}
+	// 8 on 2: three times the CPU beyond the hop, 14 steps.
+	p.Topo, p.SharedCores = algos.FlatTopo(8), 2
+	if res := run(t, p, ringAllReduce(8, 8192)); !near(res.Time, 5000+14*(1000+3*600)) {
+		t.Errorf("8 ranks on 2 cores: %.1f ns, want %.1f", res.Time, 5000+14*(1000+3*600.0))
+	}
+	// Many slices per Op pay it once, in the first: the other three
+	// follow it one Alpha behind and the 6 hops take what one slice's do
+	// (CPU per slice would be 4 x 600 per hop).
+	p.Topo, p.SharedCores, p.StepPayload = algos.FlatTopo(4), 0, 1024
+	if res := run(t, p, ringAllReduce(4, 4096)); !near(res.Time, 5000+6*1000) {
+		t.Errorf("4 slices per Op: %.1f ns, want %.1f", res.Time, 5000+6*1000.0)
+	}
+}
+
 func TestTwoRankRingClosedForm(t *testing.T) {
 	// With one slice per Op the replay is the closed form exactly:
 	// start + 2 alpha + bytes/beta.

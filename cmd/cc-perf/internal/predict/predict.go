@@ -561,6 +561,13 @@ func (c *Config) transfers(a algos.Algo, g algos.Geometry, n int, nbytes, chunkB
 	return int64(n) * sends * loops * slices
 }
 
+// replayClass is a link class of the constants as the replay takes it:
+// the part of alpha that keeps a core busy (alpha_cpu) is charged to the
+// cores, the rest (and the link's own latency, ns) is delay.
+func replayClass(k *tune.ClassConsts, p protocols.Proto, linkLatency float64) timed.Class {
+	return timed.Class{Alpha: (k.Alpha[p]-k.AlphaCPU[p])*1000 + linkLatency, CPU: k.AlphaCPU[p] * 1000, Beta: k.Beta[p]}
+}
+
 // params maps the constants, links and what-ifs onto the replay.
 func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step int) *timed.Params {
 	p := k.proto
@@ -575,8 +582,8 @@ func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step in
 		gamma = ag
 	}
 	tp := &timed.Params{Topo: topo, Geometry: g, StepPayload: step, ElemSize: c.ElemSize,
-		Intra: timed.Class{Alpha: intra.Alpha[p] * 1000, Beta: intra.Beta[p]},
-		Inter: timed.Class{Alpha: inter.Alpha[p]*1000 + c.LinkLatency, Beta: inter.Beta[p]},
+		Intra: replayClass(intra, p, 0),
+		Inter: replayClass(inter, p, c.LinkLatency),
 		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
 		Cores: c.cores(), SharedCores: c.SharedCores,
 		Uplink: c.payloadRate(), Downlink: c.payloadRate(), Bucket: c.payloadBucket(), SlowLinks: c.SlowLinks, Fabric: c.Fabric}

@@ -48,6 +48,37 @@ func TestTwoRankRingIsTheClosedForm(t *testing.T) {
 	}
 }
 
+// TestAlphaCPU: alpha_cpu is the part of alpha that needs a core. With a
+// core per rank the replay is the same whatever part it is; 8 hosts on 2
+// shared cores take longer with it, by alpha_cpu x (8/2 - 1) per step at
+// most (the ring's 14 steps, one slice each at 1 KiB).
+func TestAlphaCPU(t *testing.T) {
+	time := func(hosts, shared int, cpu float64) float64 {
+		c := base()
+		c.Hosts, c.SharedCores, c.Sizes = hosts, shared, []int64{1 << 10}
+		c.Algos, c.Protos = []algos.Algo{algos.Ring}, []protocols.Proto{protocols.Simple}
+		k := tune.Default()
+		k.Class[tune.Net].AlphaCPU[protocols.Simple] = cpu * k.Class[tune.Net].Alpha[protocols.Simple]
+		c.Consts = k
+		rows, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].Pick.TimeUS
+	}
+	if a, b := time(2, 0, 0), time(2, 0, 1); math.Abs(a-b) > 1e-6*a {
+		t.Errorf("2 hosts, a core each: %.3f us without alpha_cpu, %.3f with", a, b)
+	}
+	if a, b := time(8, 0, 0), time(8, 0, 0.8); math.Abs(a-b) > 1e-6*a {
+		t.Errorf("8 hosts, a core each: %.3f us without alpha_cpu, %.3f with", a, b)
+	}
+	alpha := tune.Default().Class[tune.Net].Alpha[protocols.Simple]
+	a, b := time(8, 2, 0), time(8, 2, 0.8)
+	if want := a + 14*3*0.8*alpha; b <= a+alpha || b > want*(1+1e-6) {
+		t.Errorf("8 hosts on 2 cores: %.1f us without alpha_cpu, %.1f with; want above %.1f, at most %.1f", a, b, a+alpha, want)
+	}
+}
+
 func TestPickAndWinners(t *testing.T) {
 	c := base()
 	c.Hosts, c.Sizes = 4, []int64{1 << 10, 1 << 22}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,6 +27,9 @@ type CalibrationHeader struct {
 	// predictions; with Detail, a table lists them all.
 	Samples []Predicted
 	Detail  bool
+	// SharedCores, when not 0, says the run fitted alpha_cpu alone
+	// (tune.FitCPU) with the job's ranks on that many shared cores.
+	SharedCores int
 }
 
 // Predicted is a calibration measurement and the model's predictions for
@@ -62,20 +66,33 @@ func WriteCalibration(w io.Writer, h CalibrationHeader, f *tune.Fitted) error {
 		get        func(k *tune.ClassConsts) float64
 	}
 	var rows []row
-	for _, t := range []struct {
+	type perProto = func(k *tune.ClassConsts) *[protocols.NumProtos]float64
+	type table = struct {
 		name, unit string
-		get        func(k *tune.ClassConsts) *[protocols.NumProtos]float64
-	}{
+		get        perProto
+	}
+	alphaCPU := table{"alpha_cpu", "us", func(k *tune.ClassConsts) *[protocols.NumProtos]float64 { return &k.AlphaCPU }}
+	tables := []table{
 		{"gamma", "us", func(k *tune.ClassConsts) *[protocols.NumProtos]float64 { return &k.Gamma }},
 		{"alpha", "us", func(k *tune.ClassConsts) *[protocols.NumProtos]float64 { return &k.Alpha }},
 		{"beta", "GB/s", func(k *tune.ClassConsts) *[protocols.NumProtos]float64 { return &k.Beta }},
 		{"beta_max", "GB/s", func(k *tune.ClassConsts) *[protocols.NumProtos]float64 { return &k.BetaMax }},
-	} {
+	}
+	switch {
+	case h.SharedCores > 0:
+		tables = []table{tables[1], alphaCPU}
+	case f.Old.AlphaCPU != f.New.AlphaCPU || f.New.AlphaCPU != ([protocols.NumProtos]float64{}):
+		tables = slices.Insert(tables, 2, alphaCPU)
+	}
+	for _, t := range tables {
 		for p := range protocols.Proto(protocols.NumProtos) {
 			rows = append(rows, row{t.name + " " + p.String(), t.unit, func(k *tune.ClassConsts) float64 { return t.get(k)[p] }})
 		}
 	}
 	for a := range algos.Algo(algos.NumAlgos) {
+		if h.SharedCores > 0 {
+			break
+		}
 		if a == algos.Ring || (f.Old.Eff[a] == 0 && f.New.Eff[a] == 0) {
 			continue
 		}
@@ -109,9 +126,14 @@ func WriteCalibration(w io.Writer, h CalibrationHeader, f *tune.Fitted) error {
 			return err
 		}
 	}
-	fmt.Fprintf(&b, "#\n# model error, median |predicted / measured - 1| over %d measurements: %.0f%% with the base constants, %.0f%% fitted\n",
-		len(h.Samples), 100*f.ErrBefore, 100*f.ErrAfter)
-	if f.ErrAfter > BadFit {
+	if h.SharedCores > 0 {
+		fmt.Fprintf(&b, "#\n# %d ranks on %d shared cores: the base's model is %.0f%% off (median) over %d measurements; alpha_cpu is what cc-perf predict --shared-cores charges to the cores per step (the tuner does not read it)\n",
+			h.NRanks, h.SharedCores, 100*f.ErrBefore, len(h.Samples))
+	} else {
+		fmt.Fprintf(&b, "#\n# model error, median |predicted / measured - 1| over %d measurements: %.0f%% with the base constants, %.0f%% fitted\n",
+			len(h.Samples), 100*f.ErrBefore, 100*f.ErrAfter)
+	}
+	if h.SharedCores == 0 && f.ErrAfter > BadFit {
 		fmt.Fprintf(&b, "# warning: the fitted model is more than %.0f%% off for half the measurements: the machine was busy, or the model does not fit it; measure again (more --reps) before using the constants\n", 100*BadFit)
 	}
 	_, err = io.WriteString(w, b.String())

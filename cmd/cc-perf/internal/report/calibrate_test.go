@@ -52,3 +52,43 @@ func TestWriteCalibration(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteCalibrationSharedCores: an alpha_cpu fit lists alpha and
+// alpha_cpu alone and says what reads it, with no fit warning; a full fit
+// shows alpha_cpu only where a value or its reset is there to show.
+func TestWriteCalibrationSharedCores(t *testing.T) {
+	old := tune.Default().Class[tune.Net]
+	nw := old
+	nw.AlphaCPU = [3]float64{1, 2, 3}
+	f := &tune.Fitted{Class: tune.Net, Old: old, New: nw, Basis: map[string]string{"alpha_cpu LL": "11 samples: ring"}, ErrBefore: 0.6, ErrAfter: 0.6}
+	h := CalibrationHeader{NRanks: 4, NHosts: 2, Colls: []string{"all_reduce"}, Channels: []int{1}, MinBytes: 8, MaxBytes: 4096, Factor: 4,
+		Reps: 3, Iters: 5, Base: "x", SharedCores: 2}
+	var b strings.Builder
+	if err := WriteCalibration(&b, h, f); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, w := range []string{" alpha LL ", " alpha_cpu Simple ", "4 ranks on 2 shared cores: the base's model is 60% off", "the tuner does not read it"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("report lacks %q:\n%s", w, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ alpha_cpu LL +us +0 +1  11 samples: ring$`).MatchString(out) {
+		t.Errorf("report lacks the row of alpha_cpu LL (0 before, 1 after):\n%s", out)
+	}
+	for _, no := range []string{" beta ", " gamma ", " efficiency ", "# warning", "model error"} {
+		if strings.Contains(out, no) {
+			t.Errorf("report has %q:\n%s", no, out)
+		}
+	}
+	// A full fit of a class without alpha_cpu: no such rows.
+	h.SharedCores = 0
+	f.New = old
+	b.Reset()
+	if err := WriteCalibration(&b, h, f); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "alpha_cpu") || !strings.Contains(b.String(), " beta_max Simple ") {
+		t.Errorf("a full fit without alpha_cpu:\n%s", b.String())
+	}
+}
