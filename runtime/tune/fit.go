@@ -415,7 +415,11 @@ func FitCPU(base *Consts, m *Model, samples []Sample, cores int, source string) 
 			return x.excess(s) / float64(x.fm.classSteps(s.Coll, s.Algo)) / over
 		}))
 		k.AlphaCPU[p] = min(k.Alpha[p], max(0, v))
-		x.f.note(name, len(ss), fmt.Sprintf("ring, 1..%d B, %d ranks on %d cores", SmallBytes, ranks, cores))
+		what := fmt.Sprintf("ring, 1..%d B, %d ranks on %d cores", SmallBytes, ranks, cores)
+		if v > k.Alpha[p] { // the steps wait longer than their whole latency explains
+			what += fmt.Sprintf("; capped at alpha (the fit: %.3g)", v)
+		}
+		x.f.note(name, len(ss), what)
 		fitted++
 	}
 	if fitted == 0 {

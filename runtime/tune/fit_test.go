@@ -250,7 +250,10 @@ func TestFitCPU(t *testing.T) {
 	if k != base.Class[Net] || got.Class[SHM] != base.Class[SHM] || got.Class[SHMBusy] != base.Class[SHMBusy] {
 		t.Error("FitCPU changed more than alpha_cpu")
 	}
-	if f.Basis["alpha_cpu LL"] == "" || !strings.Contains(got.Class[Net].Source, "alpha_cpu: cpu test") {
+	if b := f.Basis["alpha_cpu Simple"]; !strings.Contains(b, "capped at alpha (the fit: 1e+09)") {
+		t.Errorf("basis of Simple's %q: want it capped", b)
+	}
+	if f.Basis["alpha_cpu LL"] == "" || strings.Contains(f.Basis["alpha_cpu LL"], "capped") || !strings.Contains(got.Class[Net].Source, "alpha_cpu: cpu test") {
 		t.Errorf("basis %q, source %q", f.Basis["alpha_cpu LL"], got.Class[Net].Source)
 	}
 	if _, _, err := FitCPU(base, m, samples, 6, "x"); err == nil || !strings.Contains(err.Error(), "6 ranks on 6 shared cores") {
