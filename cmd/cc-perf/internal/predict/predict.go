@@ -19,7 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/seed-760dd1f1/cc/algos"
 	"github.com/seed-760dd1f1/cc/algos/sim/timed"
@@ -65,8 +68,34 @@ type Config struct {
 	Skipped []string
 	skip    []candidate
 	// memo holds the exact replays of one Run by candidate, chunk and
-	// count.
-	memo map[memoKey]Entry
+	// count; Run's workers share it, each replay made once.
+	memo *memo
+}
+
+// memo is a Run's exact replays, shared by its workers: the first to
+// ask for a key replays it, the others wait for that replay.
+type memo struct {
+	mu    sync.Mutex
+	cells map[memoKey]*memoCell
+}
+
+type memoCell struct {
+	once sync.Once
+	e    Entry
+	err  error
+}
+
+// get returns the replay of key, making it with f on first use.
+func (m *memo) get(key memoKey, f func() (Entry, error)) (Entry, error) {
+	m.mu.Lock()
+	cell := m.cells[key]
+	if cell == nil {
+		cell = &memoCell{}
+		m.cells[key] = cell
+	}
+	m.mu.Unlock()
+	cell.once.Do(func() { cell.e, cell.err = f() })
+	return cell.e, cell.err
 }
 
 type memoKey struct {
@@ -385,26 +414,59 @@ func Run(c *Config) ([]Row, error) {
 	fn, _ := c.Coll.Func()
 	m := c.model(fn)
 	closed := m.With(c.closedConsts())
-	c.memo = map[memoKey]Entry{}
+	c.memo = &memo{cells: map[memoKey]*memoCell{}}
 	defer func() { c.memo = nil }()
 	n := c.Hosts * c.PPN
+	cands := c.candidates(fn)
+	// Every (size, candidate) replay is independent: they run on a worker
+	// per core (the replays dominate: 4096 ranks x 8 B..1 GiB took 58 s
+	// on one core of this 2-core machine), each into its own slot, and
+	// the rows are made from the slots in order, as one worker would.
+	type job struct {
+		size, cand    int
+		count, nbytes int64
+	}
 	var rows []Row
-	for _, size := range c.Sizes {
+	var jobs []job
+	var sizeErr error
+	for si, size := range c.Sizes {
 		cn := c.Coll.Counts(size/int64(c.ElemSize), int64(c.ElemSize), n)
 		nbytes := cn.Bytes(int64(c.ElemSize))
-		row := Row{Bytes: nbytes, Count: max(cn.Send, cn.Recv), Best: -1, Next: -1}
 		if cn.Param == 0 {
-			return nil, fmt.Errorf("size %d bytes: %s over %d ranks leaves 0 elements per rank: want at least %d bytes", size, c.Coll.Name, n, 16*n)
+			sizeErr = fmt.Errorf("size %d bytes: %s over %d ranks leaves 0 elements per rank: want at least %d bytes", size, c.Coll.Name, n, 16*n)
+			break
 		}
+		rows = append(rows, Row{Bytes: nbytes, Count: max(cn.Send, cn.Recv), Best: -1, Next: -1})
+		for ki := range cands {
+			jobs = append(jobs, job{si, ki, cn.Param, nbytes})
+		}
+	}
+	entries := make([]Entry, len(jobs))
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				j := jobs[i]
+				entries[i], errs[i] = c.replay(cands[j.cand], j.count, j.nbytes)
+			}
+		})
+	}
+	wg.Wait()
+	for si := range rows {
+		row := &rows[si]
+		nbytes := row.Bytes
 		pick, _ := m.Decide(fn, nbytes, 1, -1)
-		for _, k := range c.candidates(fn) {
-			e, err := c.replay(k, cn.Param, nbytes)
+		for ki, k := range cands {
+			i := si*len(cands) + ki
+			e, err := entries[i], errs[i]
 			if err != nil {
 				return nil, fmt.Errorf("size %d bytes, %s/%s: %w", nbytes, k.row.Algo, k.proto, err)
 			}
 			e.ClosedUS = closed.Time(fn, k.row.Algo, k.proto, nbytes, 1)
 			row.Entries = append(row.Entries, e)
-			i := len(row.Entries) - 1
+			i = len(row.Entries) - 1
 			if k.row.Algo == pick.Algo && k.proto == pick.Proto {
 				row.Pick = e
 			}
@@ -416,8 +478,11 @@ func Run(c *Config) ([]Row, error) {
 			}
 		}
 		row.Tie = row.Next >= 0 && row.Margin() < TieMargin
+		cn := c.Coll.Counts(c.Sizes[si]/int64(c.ElemSize), int64(c.ElemSize), n)
 		row.AlgBW, row.BusBW = c.Coll.Bandwidth(cn, int64(c.ElemSize), n, row.Pick.TimeUS/1e6)
-		rows = append(rows, row)
+	}
+	if sizeErr != nil {
+		return nil, sizeErr
 	}
 	return rows, nil
 }
@@ -504,19 +569,18 @@ func (c *Config) replay(k candidate, count, nbytes int64) (Entry, error) {
 
 // exact replays every rank, once per candidate, chunk and count in a Run.
 func (c *Config) exact(k candidate, sh shape, count int64) (Entry, error) {
-	if e, ok := c.memo[memoKey{k, sh.chunk, count}]; ok {
-		return e, nil
+	replay := func() (Entry, error) {
+		topo := c.topo()
+		scheds := make([]algos.Schedule, topo.NRanks)
+		for r := range scheds {
+			scheds[r] = c.gen(k, sh, topo, r, count)
+		}
+		return c.run(k, c.params(k, topo, sh.g, sh.step), scheds)
 	}
-	topo := c.topo()
-	scheds := make([]algos.Schedule, topo.NRanks)
-	for r := range scheds {
-		scheds[r] = c.gen(k, sh, topo, r, count)
+	if c.memo == nil {
+		return replay()
 	}
-	e, err := c.run(k, c.params(k, topo, sh.g, sh.step), scheds)
-	if err == nil && c.memo != nil {
-		c.memo[memoKey{k, sh.chunk, count}] = e
-	}
-	return e, err
+	return c.memo.get(memoKey{k, sh.chunk, count}, replay)
 }
 
 func (c *Config) gen(k candidate, sh shape, topo *algos.Topo, r int, count int64) algos.Schedule {
