@@ -63,7 +63,8 @@ fi
 # They run whole without it, first; everything else runs with it. The runtime, which calls
 # them from many goroutines and processes, is tested under -race.
 go test -count=1 ./algos/ ./algos/sim/
-mapfile -t race_pkgs < <(go list ./... | grep -v -x -e '.*/cc/algos' -e '.*/cc/algos/sim')
+mod=$(go list -m)
+mapfile -t race_pkgs < <(go list ./... | grep -v -x -F -e "$mod/algos" -e "$mod/algos/sim")
 
 # Every fuzz target for 2000 inputs (scripts/fuzz.sh; CC_FUZZTIME sets the -fuzztime of each,
 # 0 skips). A count, not a duration: a duration races the fuzzing coordinator's deadline

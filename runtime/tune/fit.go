@@ -381,10 +381,10 @@ func median(xs []float64) float64 {
 }
 
 // FitCPU returns a copy of base whose net class's AlphaCPU is fitted from
-// samples measured on m's job: ranks spanning hosts that all share cores
-// cores, fewer than the ranks (hosts in namespaces or VMs of one
-// machine), m's ranks. Base's alpha must come from a job with a core per rank (Fit):
-// it is the step's latency when nothing queues for a core. Here every
+// samples measured on m's job: its ranks span hosts that share cores
+// cores between them, fewer than the ranks (hosts in namespaces or VMs of
+// one machine). Base's alpha must come from a job with a core per rank
+// (Fit): it is the step's latency when nothing queues for a core. Here every
 // step's ranks each spend AlphaCPU on cores ranks/cores times too few, so
 // a step takes alpha + AlphaCPU x (ranks/cores - 1) (cc-perf predict's
 // replay charges it to the cores the same way); the median over the

@@ -124,9 +124,9 @@ func (s *Sim) open(a *actor) {
 
 // cpuWork is the ns a slice's CPU stage takes on a free core: its
 // class's CPU if it is the first slice of an Op that sends (one hop's
-// system calls and wake-up; the slices after it stream), plus bytes times (send peers + receive peers
-// beyond the first + direct reads) over the Beta of its class, slowed by
-// its host's factor.
+// system calls and wake-up; the slices after it stream), plus bytes
+// times (send peers + receive peers beyond the first + direct reads)
+// over the Beta of its class, all slowed by its host's factor.
 func (s *Sim) cpuWork(a *actor, elems int64) float64 {
 	w := 0.0
 	if a.slice == 0 {

@@ -420,53 +420,47 @@ func Run(c *Config) ([]Row, error) {
 	cands := c.candidates(fn)
 	// Every (size, candidate) replay is independent: they run on a worker
 	// per core (the replays dominate: 4096 ranks x 8 B..1 GiB took 58 s
-	// on one core of this 2-core machine), each into its own slot, and
-	// the rows are made from the slots in order, as one worker would.
-	type job struct {
-		size, cand    int
-		count, nbytes int64
-	}
-	var rows []Row
-	var jobs []job
+	// on one core of this 2-core machine), replay i into slot i (size
+	// i / len(cands), candidate i % len(cands)), and the rows are made
+	// from the slots in order, as one worker would.
+	var counts []bench.Counts // of each size that leaves every rank an element
 	var sizeErr error
-	for si, size := range c.Sizes {
+	for _, size := range c.Sizes {
 		cn := c.Coll.Counts(size/int64(c.ElemSize), int64(c.ElemSize), n)
-		nbytes := cn.Bytes(int64(c.ElemSize))
 		if cn.Param == 0 {
 			sizeErr = fmt.Errorf("size %d bytes: %s over %d ranks leaves 0 elements per rank: want at least %d bytes", size, c.Coll.Name, n, 16*n)
 			break
 		}
-		rows = append(rows, Row{Bytes: nbytes, Count: max(cn.Send, cn.Recv), Best: -1, Next: -1})
-		for ki := range cands {
-			jobs = append(jobs, job{si, ki, cn.Param, nbytes})
-		}
+		counts = append(counts, cn)
 	}
-	entries := make([]Entry, len(jobs))
-	errs := make([]error, len(jobs))
+	nrep := len(counts) * len(cands)
+	entries := make([]Entry, nrep)
+	errs := make([]error, nrep)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+	for range min(runtime.GOMAXPROCS(0), nrep) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
-				j := jobs[i]
-				entries[i], errs[i] = c.replay(cands[j.cand], j.count, j.nbytes)
+			for i := int(next.Add(1) - 1); i < nrep; i = int(next.Add(1) - 1) {
+				cn := counts[i/len(cands)]
+				entries[i], errs[i] = c.replay(cands[i%len(cands)], cn.Param, cn.Bytes(int64(c.ElemSize)))
 			}
 		})
 	}
 	wg.Wait()
-	for si := range rows {
+	rows := make([]Row, len(counts))
+	for si, cn := range counts {
+		nbytes := cn.Bytes(int64(c.ElemSize))
 		row := &rows[si]
-		nbytes := row.Bytes
+		*row = Row{Bytes: nbytes, Count: max(cn.Send, cn.Recv), Best: -1, Next: -1}
 		pick, _ := m.Decide(fn, nbytes, 1, -1)
 		for ki, k := range cands {
-			i := si*len(cands) + ki
-			e, err := entries[i], errs[i]
+			e, err := entries[si*len(cands)+ki], errs[si*len(cands)+ki]
 			if err != nil {
 				return nil, fmt.Errorf("size %d bytes, %s/%s: %w", nbytes, k.row.Algo, k.proto, err)
 			}
 			e.ClosedUS = closed.Time(fn, k.row.Algo, k.proto, nbytes, 1)
 			row.Entries = append(row.Entries, e)
-			i = len(row.Entries) - 1
+			i := len(row.Entries) - 1
 			if k.row.Algo == pick.Algo && k.proto == pick.Proto {
 				row.Pick = e
 			}
@@ -478,7 +472,6 @@ func Run(c *Config) ([]Row, error) {
 			}
 		}
 		row.Tie = row.Next >= 0 && row.Margin() < TieMargin
-		cn := c.Coll.Counts(c.Sizes[si]/int64(c.ElemSize), int64(c.ElemSize), n)
 		row.AlgBW, row.BusBW = c.Coll.Bandwidth(cn, int64(c.ElemSize), n, row.Pick.TimeUS/1e6)
 	}
 	if sizeErr != nil {
