@@ -2,10 +2,10 @@
 # predict-check.sh: checks cc-perf predict against the testbed (issue 22). In order:
 #
 #   1. calibrate: ccrun -H tb1:1,tb2:1 cc-perf calibrate on unshaped links (the net class),
-#      then, on the same two hosts with two ranks each (4 ranks on the 2 cores),
-#      NCCL_ALGO=Ring cc-perf calibrate --shared-cores 2 -b 8 -e 4K on that file: the part of
-#      a step's latency that needs a core (alpha_cpu), which the ranks of 4 and 8 hosts queue
-#      for; freeze the constants in DIR/consts.json (or take --consts FILE and skip this);
+#      then, on four hosts with one rank each (4 ranks on the 2 cores), NCCL_ALGO=Ring
+#      cc-perf calibrate --shared-cores 2 -b 8 -e 4K on that file: what a step adds where
+#      ranks outnumber the cores (alpha_cpu), as the ranks of 4 and 8 hosts do; freeze the
+#      constants in DIR/consts.json (or take --consts FILE and skip this);
 #   2. predict, before anything is measured: cc-perf predict all_reduce --hosts H
 #      --shared-cores 2 --consts DIR/consts.json --algo ring,tree --proto Simple
 #      [--link RATE --burst BUCKET] (the bucket of the testbed's shaper at RATE) for every
@@ -60,14 +60,14 @@ hostlist() { local k; for k in $(seq "$1"); do printf '10.252.0.%d:1\n' "$k"; do
 export CC_TESTBED_NO_SLURM=1
 
 # _calibrate BIN OUT CALARGS...: runs inside scripts/testbed.sh run, lock held: the net
-# class on two hosts, then its alpha_cpu with two ranks on each.
+# class on two hosts, then its alpha_cpu on four.
 if [ "${1-}" = _calibrate ]; then
 	bin=$2 out=$3
 	shift 3
 	"$testbed" shape all >/dev/null
 	"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np 2 -H "$(hostlist 2)" \
 		"$bin/cc-perf" calibrate -o "$out" "$@"
-	"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np 4 -H "$(hostlist 2 | sed 's/:1/:2/g')" -x NCCL_ALGO=Ring \
+	"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np 4 -H "$(hostlist 4)" -x NCCL_ALGO=Ring \
 		"$bin/cc-perf" calibrate --shared-cores 2 --base "$out" -o "$out" -b 8 -e 4K -f 4 -n 5 -w 2 --reps 3 --channels 1
 	exit
 fi
@@ -188,7 +188,7 @@ sweeps() {
 # 1. calibrate
 if [ -z "$consts" ]; then
 	echo "# 1. calibrate on tb1, tb2 (unshaped): cc-perf calibrate -b 8 -e 4M -f 4 -n 5 -w 2 --reps 3 --channels 1;"
-	echo "#    then 2 ranks on each: NCCL_ALGO=Ring cc-perf calibrate --shared-cores 2 -b 8 -e 4K -f 4 -n 5 -w 2 --reps 3 --channels 1"
+	echo "#    then on tb1..tb4: NCCL_ALGO=Ring cc-perf calibrate --shared-cores 2 -b 8 -e 4K -f 4 -n 5 -w 2 --reps 3 --channels 1"
 	flock "$LOCK" "$testbed" run "$self" _calibrate "$bin" "$dir/consts.json" \
 		-b 8 -e 4M -f 4 -n 5 -w 2 --reps 3 --channels 1 >"$dir/calibrate.out" 2>&1 ||
 		{ cat "$dir/calibrate.out" >&2; fail "calibration failed"; }

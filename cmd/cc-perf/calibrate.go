@@ -62,7 +62,7 @@ func (f *calibrateFlags) register(fs *pflag.FlagSet) {
 	i(&f.reps, "reps", "", 1, 1<<20, "measurements of every configuration at every size, interleaved in a shuffled order")
 	fs.Var(&f.channels, "channels", "channel counts to measure every entry with, comma-separated, 1..64 (default: 1 and the communicators' count)")
 	i(&f.timeout, "timeout", "T", 0, unlimited, "seconds joining the job, a warmup or a measurement may take before every rank of the job is aborted (exit 4); 0 = no limit")
-	i(&f.sharedCores, "shared-cores", "", 0, 1<<20, "the job's hosts share this many cores (namespaces or VMs of one machine) and its ranks outnumber them: fit only the net class's alpha_cpu, on a base calibrated with a core per rank (0 = a full calibration)")
+	i(&f.sharedCores, "shared-cores", "", 0, 1<<20, "the job's hosts share this many cores (namespaces or VMs of one machine) and its ranks, one per host, outnumber them: fit only the net class's alpha_cpu, on a base calibrated with a core per rank (0 = a full calibration)")
 	fs.BoolVar(&f.all, "all", false, "also print every measurement with the model's predictions before and after the fit")
 }
 
@@ -146,16 +146,16 @@ so calibrating each class in turn builds one file:
   CC_TUNE_FILE=cc-tune.json ccrun -np 2 cc-perf tune all_reduce --check
 
 --shared-cores N is for hosts that share one machine's N cores (the
-testbed's network namespaces, VMs): on a job spanning them with more ranks
-than N, it fits only the net class's alpha_cpu, the part of a step's
-latency that keeps a core busy, from the ring's calls of 1..4 KiB, against
-a --base whose net class was calibrated with a core per rank; everything
-else is copied from the base. cc-perf predict --shared-cores charges it to
-the cores, where it grows with the ranks per core; the tuner does not read
-it. scripts/predict-check.sh does both calibrations:
+testbed's network namespaces, VMs): on a job of one rank per host with more
+ranks R than N, it fits only the net class's alpha_cpu, what a step adds
+per rank per core beyond one (a step takes alpha + alpha_cpu x (R/N - 1)),
+from the ring's all-reduce calls of 1..4 KiB, against a --base whose net
+class was calibrated with a core per rank; everything else is copied from
+the base. cc-perf predict --shared-cores charges it to the cores; the tuner
+does not read it. scripts/predict-check.sh does both calibrations:
 
   ccrun -H tb1,tb2 -np 2 cc-perf calibrate -o c.json
-  ccrun -H tb1:2,tb2:2 -np 4 -x NCCL_ALGO=Ring cc-perf calibrate \
+  ccrun -H tb1,tb2,tb3,tb4 -np 4 -x NCCL_ALGO=Ring cc-perf calibrate \
       --shared-cores 2 --base c.json -b 8 -e 4K -o c.json
 
 Only rank 0 prints and writes. Exit status as cc-perf tune: 0 ok; 2 system
@@ -196,8 +196,8 @@ func calibrateRun(ctx context.Context, c *calibrateConfig, e *env) error {
 	}
 	defer j.close()
 	if n := c.sharedCores; n > 0 {
-		if hosts := countHosts(j.comms[0]); hosts < 2 || j.nranks <= n {
-			return cli.Errorf(exitUsage, "--shared-cores %d: %d ranks on %s: alpha_cpu is fitted on a job that spans hosts with more ranks than the %d cores", n, j.nranks, plural(hosts, "host"), n)
+		if hosts := countHosts(j.comms[0]); hosts != j.nranks || j.nranks <= n {
+			return cli.Errorf(exitUsage, "--shared-cores %d: %d ranks on %s: alpha_cpu is fitted on a job of one rank per host with more ranks than the %d cores", n, j.nranks, plural(hosts, "host"), n)
 		}
 	}
 	o := c.sweep

@@ -97,7 +97,7 @@ func TestCalibrateBadInput(t *testing.T) {
 		{"argument", []string{"-o", out, "all_reduce"}, []string{`unexpected argument "all_reduce"`}},
 		{"shared cores, large -b", []string{"-o", out, "--shared-cores", "2", "-b", "8K", "-e", "16K"}, []string{"-b 8192: --shared-cores fits latencies", "<= 4096 B"}},
 		{"shared cores, one host", []string{"-o", out, "--shared-cores", "1", "-t", "2", "-b", "8", "-e", "64"},
-			[]string{"--shared-cores 1: 2 ranks on 1 host", "a job that spans hosts with more ranks than the 1 cores"}},
+			[]string{"--shared-cores 1: 2 ranks on 1 host", "a job of one rank per host with more ranks than the 1 cores"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			checkOneLineError(t, runCmd(t, nil, append([]string{"cc-perf", "calibrate"}, tt.args...)...), exitUsage, tt.want)

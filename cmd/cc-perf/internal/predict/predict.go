@@ -10,7 +10,8 @@
 // CC_TUNE_FILE format): a slice's CPU stage streams at beta of its link's
 // class (net between hosts; shm, or shm-busy when a host has more ranks
 // than cores, inside one); a hop costs alpha of its class plus the link's
-// latency; a call starts after gamma (the job's class) plus the
+// latency, and where ranks outnumber the cores they share, alpha_cpu's
+// share of a core (replayClass); a call starts after gamma (the job's class) plus the
 // algorithm's lane latency. Eff, the tuner's fitted efficiency, is not an
 // input: the replay makes the tree's and CTRING's efficiency itself.
 package predict
@@ -619,10 +620,26 @@ func (c *Config) transfers(a algos.Algo, g algos.Geometry, n int, nbytes, chunkB
 }
 
 // replayClass is a link class of the constants as the replay takes it:
-// the part of alpha that keeps a core busy (alpha_cpu) is charged to the
-// cores, the rest (and the link's own latency, ns) is delay.
-func replayClass(k *tune.ClassConsts, p protocols.Proto, linkLatency float64) timed.Class {
-	return timed.Class{Alpha: (k.Alpha[p]-k.AlphaCPU[p])*1000 + linkLatency, CPU: k.AlphaCPU[p] * 1000, Beta: k.Beta[p]}
+// alpha (and the link's own latency, ns) is delay; where ranks outnumber
+// the cores they share (q ranks per core, q > 1), each hop also charges
+// alpha_cpu x (1 - 1/q) to those cores. With every rank stepping at once
+// each gets 1/q of a core, so a step takes alpha + alpha_cpu x (q - 1):
+// the line tune.FitCPU fits alpha_cpu to; fewer ranks at a time wait less.
+func (c *Config) replayClass(k *tune.ClassConsts, p protocols.Proto, linkLatency float64) timed.Class {
+	cl := timed.Class{Alpha: k.Alpha[p]*1000 + linkLatency, Beta: k.Beta[p]}
+	if q := c.ranksPerCore(); q > 1 {
+		cl.CPU = k.AlphaCPU[p] * 1000 * (1 - 1/q)
+	}
+	return cl
+}
+
+// ranksPerCore is how many ranks share each core: all ranks on the shared
+// cores (--shared-cores), else a host's ranks on its pool (--cores).
+func (c *Config) ranksPerCore() float64 {
+	if c.SharedCores > 0 {
+		return float64(c.Hosts*c.PPN) / float64(c.SharedCores)
+	}
+	return float64(c.PPN) / float64(c.cores())
 }
 
 // params maps the constants, links and what-ifs onto the replay.
@@ -639,8 +656,8 @@ func (c *Config) params(k candidate, topo *algos.Topo, g algos.Geometry, step in
 		gamma = ag
 	}
 	tp := &timed.Params{Topo: topo, Geometry: g, StepPayload: step, ElemSize: c.ElemSize,
-		Intra: replayClass(intra, p, 0),
-		Inter: replayClass(inter, p, c.LinkLatency),
+		Intra: c.replayClass(intra, p, 0),
+		Inter: c.replayClass(inter, p, c.LinkLatency),
 		Start: (gamma + job.AlgoLat[k.row.Algo]) * 1000,
 		Cores: c.cores(), SharedCores: c.SharedCores,
 		Uplink: c.payloadRate(), Downlink: c.payloadRate(), Bucket: c.payloadBucket(), SlowLinks: c.SlowLinks, Fabric: c.Fabric}
