@@ -11,7 +11,8 @@
 #      [--link RATE --burst BUCKET] (the bucket of the testbed's shaper at RATE) for every
 #      host count and shape, into DIR/pred-H-SHAPE.json;
 #   3. measure: for every shape (links of every host shaped with scripts/testbed.sh shape
-#      all --rate RATE, or unshaped), every host count (one rank per host) and --reps times
+#      all --rate RATE --fair: flows share a link fairly, as the replay has them and as a
+#      host's fq_codel would; or unshaped), every host count (one rank per host) and --reps times
 #      ring then tree (NCCL_ALGO, NCCL_PROTO=Simple), cc-perf all_reduce -J into
 #      DIR/meas-H-SHAPE-ALGO-REP-{small,large}.json: the sizes up to --small with -w 10
 #      -n 20 (the warmup drains tc tbf's bucket, 128 KiB at 1 Gbit on the testbed, so that the
@@ -82,7 +83,7 @@ if [ "${1-}" = _measure ]; then
 	if [ "$shape" = none ]; then
 		"$testbed" shape all >/dev/null
 	else
-		"$testbed" shape all --rate "$shape" >/dev/null
+		"$testbed" shape all --rate "$shape" --fair >/dev/null
 	fi
 	for h in ${hosts//,/ }; do
 		for rep in $(seq "$reps"); do
@@ -220,7 +221,7 @@ for sh in ${shapes//,/ }; do
 	mapfile -t sw < <(sweeps "$sh")
 	[ "${sw[0]}" != '""' ] || sw[0]=""
 	[ "${sw[1]}" != '""' ] || sw[1]=""
-	echo "# 3. measure $s: hosts $hosts, ring and tree, $reps repetition(s): cc-perf all_reduce ${sw[0]:+${sw[0]}; }${sw[1]}"
+	echo "# 3. measure $s$([ "$s" = none ] || echo " (shape all --rate $s --fair)"): hosts $hosts, ring and tree, $reps repetition(s): cc-perf all_reduce ${sw[0]:+${sw[0]}; }${sw[1]}"
 	flock "$LOCK" "$testbed" run "$self" _measure "$bin" "$dir" "$s" "$hosts" "$reps" "${sw[0]}" "${sw[1]}" 2>"$dir/measure-$s.log" ||
 		{ cat "$dir/measure-$s.log" >&2; fail "measurement at $s failed"; }
 done

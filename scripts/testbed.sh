@@ -10,7 +10,7 @@
 #   scripts/testbed.sh status                exit 0 healthy, 1 degraded, 3 down
 #   scripts/testbed.sh env                   export lines: eval "$(scripts/testbed.sh env)"
 #   scripts/testbed.sh cut HOST | heal HOST  pull a host's cable, plug it back in
-#   scripts/testbed.sh shape HOST|all [--dir tx|rx] [--rate R] [--delay D] [--loss P]
+#   scripts/testbed.sh shape HOST|all [--dir tx|rx] [--rate R [--fair]] [--delay D] [--loss P]
 #   scripts/testbed.sh shape HOST --to PEER --rate R   one link, both ways
 #                                            no options: HOST unshaped, its links too
 #   scripts/testbed.sh ssh HOST [CMD...]     ssh with the generated config
@@ -25,7 +25,8 @@
 #
 # N defaults to $CC_TESTBED_N or 8 (at most 250), S to 2. R is a rate (100mbit, 2.5gbit),
 # D a one-way delay (50us, 1ms), P a loss rate (1%, 0.5%). --dir: only what HOST sends (tx)
-# or receives (rx); without it the rate applies both ways, delay and loss to tx. Each shape
+# or receives (rx); without it the rate applies both ways, delay and loss to tx. --fair: the
+# rate's flows share it fairly (fair_qdisc) instead of in one FIFO. Each shape
 # replaces what HOST had, its links included. HOST is tbK, K or 10.252.0.K. Slurm runs when installed
 # unless --no-slurm or CC_TESTBED_NO_SLURM=1; --slurm requires it. Needs root. State:
 # ${CC_TESTBED_DIR:-/tmp/cc-testbed}. Exit status: 0; 1 failure; 2 bad usage.
@@ -419,6 +420,43 @@ burst_of() {
 	echo "$b"
 }
 
+# fair_qdisc K tx|rx R: rate R on that side of host K (as tc_dev), shared fairly by the flows
+# through it. A tbf is one FIFO: two TCP flows
+# in one direction share it by what each has queued, not evenly, and where one flow's data
+# waits for the other direction's (the tree's up and down halves on 2 hosts, both ways at
+# once) a call ended 5-30% past what the rate allows (4 MiB all-reduce at 100 Mbit: 401-519 ms
+# against 354-397 by the ring, which also swung). A host's default qdisc (fq_codel) queues each
+# flow apart, and cc-perf predict shares links max-min fairly; this kernel has neither fq,
+# fq_codel, sfq nor drr, so: an htb (handle 5:, apart from the links' 1:) whose class 5:1 has
+# rate R and tbf's bucket, and 16 children that each may take all of R (ceil) and are served
+# round robin when several have packets; a u32 hash on the low 4 bits of the TCP destination
+# port picks the child (two flows share one 1 time in 16); each child queues as tbf does. The
+# same 4 MiB then took 354-367 ms by the tree, 354-357 by the ring (2026-11-28).
+fair_qdisc() {
+	local k=$1 side=$2 rate=$3 ns=() dev=eth0 r b q lim i c
+	if [ "$side" = tx ]; then ns=(-n "cch$k"); else dev=ccv$k; fi
+	r=$(rate_bytes "$rate")
+	b=$(tbf_bucket "$rate")
+	if [ -n "$b" ]; then lim=$tbf_limit; else b=$(burst_of "$rate") lim=$((r / 200)); fi
+	q=$((b < 131072 ? b : 131072))
+	tc "${ns[@]}" qdisc add dev "$dev" root handle 5: htb default 100
+	# htb warns that the parent's quantum (from r2q) is big: it serves no packets itself.
+	tc "${ns[@]}" class add dev "$dev" parent 5: classid 5:1 htb rate "$rate" ceil "$rate" burst "$b" cburst "$b" 2>/dev/null
+	for i in $(seq 0 15); do
+		c=$(printf %x $((256 + i)))
+		tc "${ns[@]}" class add dev "$dev" parent 5:1 classid "5:$c" htb rate $((r * 8 / 16))bit ceil "$rate" \
+			burst "$b" cburst "$b" quantum "$q"
+		tc "${ns[@]}" qdisc add dev "$dev" parent "5:$c" bfifo limit "$lim"
+	done
+	tc "${ns[@]}" filter add dev "$dev" parent 5: prio 5 handle 2: protocol ip u32 divisor 16
+	tc "${ns[@]}" filter add dev "$dev" parent 5: prio 5 protocol ip u32 ht 800:: match ip protocol 6 0xff \
+		hashkey mask 0x0000000f at 20 link 2:
+	for i in $(seq 0 15); do
+		tc "${ns[@]}" filter add dev "$dev" parent 5: prio 5 protocol ip u32 ht "2:$(printf %x "$i"):" match u8 0 0 \
+			flowid "5:$(printf %x $((256 + i)))"
+	done
+}
+
 # tc_dev K tx|rx: the tc arguments of host K's qdisc on that side: tx is what K sends (eth0
 # inside cchK), rx what it receives (the bridge's veth ccvK, which sends to K).
 tc_dev() { if [ "$2" = tx ]; then echo "-n cch$1 qdisc add dev eth0"; else echo "qdisc add dev ccv$1"; fi; }
@@ -433,6 +471,9 @@ shape() {
 		# shellcheck disable=SC2046 # tc_dev's words are separate arguments
 		if [ -n "$delay$loss" ] && { [ "$dir" != both ] || [ "$side" = tx ]; }; then
 			tc $(tc_dev "$k" "$side") root netem ${delay:+delay "$delay"} ${loss:+loss "$loss"} ${rate:+rate "$rate"} limit 10000
+		elif [ -n "$rate" ] && [ "$fair" = 1 ]; then
+			fair_qdisc "$k" "$side" "$rate"
+			[ "$side" != tx ] || ip -n "cch$k" link set dev eth0 gso_max_size "$(gso_of "$rate")"
 		elif [ -n "$rate" ]; then
 			# shellcheck disable=SC2046 # tbf_args's words are separate arguments
 			tc $(tc_dev "$k" "$side") root tbf rate "$rate" $(tbf_args "$rate")
@@ -487,7 +528,7 @@ unlink_host() {
 link() {
 	local k=$1 p=$2 q
 	for q in "$k" "$p"; do
-		! tc -n "cch$q" qdisc show dev eth0 2>/dev/null | grep -qE '^qdisc (tbf|netem) [0-9a-f]+: root' ||
+		! tc -n "cch$q" qdisc show dev eth0 2>/dev/null | grep -qE '^qdisc ((tbf|netem) [0-9a-f]+|htb 5): root' ||
 			die "tb$q shapes all it sends ($(shaping "$q")): clear it first with scripts/testbed.sh shape tb$q"
 	done
 	echo "$((k < p ? k : p)) $((k < p ? p : k)) $rate" >>"$STATE/links"
@@ -500,10 +541,14 @@ shaping() {
 	local tx rx links
 	local qd='$2 == "netem" || $2 == "tbf" {
 		s = $2; for (i = 3; i < NF; i++) if ($i == "rate" || $i == "delay" || $i == "loss") s = s " " $i " " $(i + 1); print s; exit }'
+	# fair_qdisc's class 5:1 holds the rate of a --fair shape.
+	local fq='$1 == "class" && $2 == "htb" && $3 == "5:1" { for (i = 4; i < NF; i++) if ($i == "rate") print "fair rate " $(i + 1); exit }'
 	tx=$(tc -n "cch$1" qdisc show dev eth0 2>/dev/null | awk "$qd")
+	[ -n "$tx" ] || tx=$(tc -n "cch$1" class show dev eth0 2>/dev/null | awk "$fq")
 	rx=$(tc qdisc show dev "ccv$1" 2>/dev/null | awk "$qd")
+	[ -n "$rx" ] || rx=$(tc class show dev "ccv$1" 2>/dev/null | awk "$fq")
 	links=$(tc -n "cch$1" class show dev eth0 2>/dev/null | awk '$1 == "class" && $2 == "htb" {
-		split($3, id, ":"); for (i = 4; i < NF; i++) if ($i == "rate") print id[2], $(i + 1) }' |
+		split($3, id, ":"); if (id[1] == "1") for (i = 4; i < NF; i++) if ($i == "rate") print id[2], $(i + 1) }' |
 		while read -r hex r; do printf 'tb%d htb rate %s\n' "$((16#$hex))" "$r"; done | paste -sd, | sed 's/,/, /g')
 	echo "tx ${tx:-none}, rx ${rx:-none}${links:+, link $links}"
 }
@@ -520,7 +565,7 @@ on_exit() {
 
 cmd_up() {
 	local t0=$EPOCHREALTIME k
-	n="" slots=2 rate="" delay="" loss="" dir=both slurm=auto
+	n="" slots=2 rate="" delay="" loss="" dir=both slurm=auto fair=0
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--slots | --rate | --delay)
@@ -648,21 +693,24 @@ cmd_shape() {
 	local target="" peer="" k p
 	need_root
 	load_state
-	rate="" delay="" loss="" dir=both
+	rate="" delay="" loss="" dir=both fair=0
 	while [ $# -gt 0 ]; do
 		case $1 in
+		--fair) fair=1 ;;
 		--rate | --delay | --loss | --dir | --to)
 			[ $# -ge 2 ] || usage_error "$1 needs a value"
 			case $1 in --to) peer=$2 ;; *) printf -v "${1#--}" %s "$2" ;; esac
 			shift
 			;;
-		-*) usage_error "shape: unknown option '$1' (allowed: --dir, --rate, --delay, --loss, --to)" ;;
+		-*) usage_error "shape: unknown option '$1' (allowed: --dir, --rate, --fair, --delay, --loss, --to)" ;;
 		*) [ -z "$target" ] || usage_error "shape: unexpected argument '$1'"; target=$1 ;;
 		esac
 		shift
 	done
-	[ -n "$target" ] || usage_error "usage: scripts/testbed.sh shape HOST|all [--dir tx|rx] [--rate R] [--delay D] [--loss P] | shape HOST --to PEER --rate R"
+	[ -n "$target" ] || usage_error "usage: scripts/testbed.sh shape HOST|all [--dir tx|rx] [--rate R [--fair]] [--delay D] [--loss P] | shape HOST --to PEER --rate R"
 	check_shaping
+	[ "$fair" = 0 ] || { [ -n "$rate" ] && [ -z "$delay$loss$peer" ]; } ||
+		usage_error "shape --fair shares a --rate fairly between flows: give --rate, and not --delay, --loss or --to"
 	if [ -n "$peer" ]; then
 		[ "$target" != all ] || usage_error "shape all --to: --to shapes one link: give one HOST (tb1..tb$n)"
 		[ -n "$rate" ] || usage_error "shape --to $peer needs --rate R (a link takes a rate only)"

@@ -1,7 +1,7 @@
 package main
 
-// End-to-end tests of the testbed's own shaping (scripts/testbed.sh shape --dir, --to): a
-// shaped direction or link really is slower. Each transfer runs between sockets opened inside
+// End-to-end tests of the testbed's own shaping (scripts/testbed.sh shape --dir, --to,
+// --fair): a shaped direction or link really is slower, and --fair shares it. Each transfer runs between sockets opened inside
 // two hosts' network namespaces, timed at the receiver; what is checked is the RATIO of a
 // shaped transfer to an unshaped one measured in the same test, never a time on its own.
 
@@ -199,6 +199,7 @@ func TestE2ETestbedShapeBadInput(t *testing.T) {
 		{[]string{"tb2", "--to", "tb3"}, 2, "needs --rate R"},
 		{[]string{"tb2", "--to", "tb3", "--rate", "1gbit", "--dir", "tx"}, 2, "takes --rate only"},
 		{[]string{"tb2", "--to", "tb9", "--rate", "1gbit"}, 2, "bad host 'tb9'"},
+		{[]string{"tb2", "--fair"}, 2, "shape --fair shares a --rate fairly between flows: give --rate, and not --delay, --loss or --to"},
 		{[]string{"tb2", "--to", "tb4", "--rate", "1gbit"}, 1, "tb4 shapes all it sends (tx tbf rate 1Gbit, rx tbf rate 1Gbit): clear it first"},
 	} {
 		out, err := exec.Command(tb.tool, append([]string{"shape"}, c.args...)...).CombinedOutput()
@@ -219,5 +220,110 @@ func TestE2ETestbedShapeBadInput(t *testing.T) {
 		}
 	} else if got := tb.shaping(t, 2); !strings.HasPrefix(got, "tx netem loss 1%") {
 		t.Errorf("after --loss 1%%: tb2 shaping %q, want tx netem loss 1%%", got)
+	}
+}
+
+// listen opens a TCP listener in host tbb, on a port whose low 4 bits differ from those
+// of every port in avoid (fair shaping hashes them to pick a flow's queue).
+func (tb *testbed) listen(t *testing.T, b int, avoid ...int) net.Listener {
+	t.Helper()
+	for {
+		var ln net.Listener
+		if err := inNetns(b, func() (err error) { ln, err = net.Listen("tcp", net.JoinHostPort(tb.addr(b), "0")); return err }); err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		if !slices.ContainsFunc(avoid, func(p int) bool { return p%16 == port%16 }) {
+			return ln
+		}
+		ln.Close()
+	}
+}
+
+// bulk starts an n-byte transfer from host tba to the listener ln of another host in the
+// background; wait waits for it.
+func (tb *testbed) bulk(t *testing.T, a int, ln net.Listener, n int) (wait func()) {
+	t.Helper()
+	var c net.Conn
+	if err := inNetns(a, func() (err error) { c, err = net.Dial("tcp", ln.Addr().String()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ln.Accept()
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	sent, read := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := c.Write(make([]byte, n))
+		c.Close()
+		sent <- err
+	}()
+	go func() {
+		got, err := io.Copy(io.Discard, r)
+		if err == nil && got != int64(n) {
+			err = fmt.Errorf("read %d of %d bytes", got, n)
+		}
+		r.Close()
+		read <- err
+	}()
+	return func() {
+		t.Helper()
+		if err := <-sent; err != nil {
+			t.Errorf("tb%d -> %v: write: %v", a, ln.Addr(), err)
+		}
+		if err := <-read; err != nil {
+			t.Errorf("tb%d -> %v: %v", a, ln.Addr(), err)
+		}
+	}
+}
+
+// fairQueues is how many of the queues of --fair shaping on the bridge's side of host tbk
+// (htb classes 5:100-5:10f on ccvK) have sent at least min bytes.
+func fairQueues(t *testing.T, k int, min int64) int {
+	t.Helper()
+	out, err := exec.Command("tc", "-s", "class", "show", "dev", fmt.Sprintf("ccv%d", k)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tc -s class show dev ccv%d: %v: %s", k, err, out)
+	}
+	n, child := 0, false
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 2 && f[0] == "class":
+			child = f[1] == "htb" && strings.HasPrefix(f[2], "5:1") && len(f[2]) == 5
+		case child && len(f) > 1 && f[0] == "Sent":
+			if b, err := strconv.ParseInt(f[1], 10, 64); err == nil && b >= min {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestE2ETestbedShapeFair: shape --fair keeps the rate (what tb4 receives is slower than
+// what it sends, as with the tbf) and gives each flow its own queue: two transfers to tb4
+// at once, to ports the hash tells apart, each pass through a queue of their own (the
+// queues are served round robin, htb's way). On the tbf's one FIFO there are no such queues.
+func TestE2ETestbedShapeFair(t *testing.T) {
+	tb := needTestbed(t)
+	tb.shape(t, "tb4", "--dir", "rx", "--rate", "100mbit", "--fair")
+	if got, want := tb.shaping(t, 4), "tx none, rx fair rate 100Mbit"; got != want {
+		t.Errorf("--fair: tb4 shaping %q, want %q", got, want)
+	}
+	if r := tb.slowdown(t, [2]int{3, 4}, [2]int{4, 3}); r < minSlowdown {
+		t.Errorf("--fair: tb4's receives are %.1fx slower than its sends, want >= %d", r, minSlowdown)
+	}
+	tb.shape(t, "tb4", "--dir", "rx", "--rate", "100mbit", "--fair") // counters from 0
+	const n = 4 << 20
+	ln1 := tb.listen(t, 4)
+	defer ln1.Close()
+	ln2 := tb.listen(t, 4, ln1.Addr().(*net.TCPAddr).Port)
+	defer ln2.Close()
+	w1, w2 := tb.bulk(t, 3, ln1, n), tb.bulk(t, 5, ln2, n)
+	w1()
+	w2()
+	if q := fairQueues(t, 4, n); q != 2 {
+		t.Errorf("two 4 MiB transfers to tb4 at once: %d of its --fair queues sent >= 4 MiB, want 2", q)
 	}
 }
