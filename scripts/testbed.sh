@@ -421,17 +421,17 @@ burst_of() {
 }
 
 # fair_qdisc K tx|rx R: rate R on that side of host K (as tc_dev), shared fairly by the flows
-# through it. A tbf is one FIFO: two TCP flows
-# in one direction share it by what each has queued, not evenly, and where one flow's data
-# waits for the other direction's (the tree's up and down halves on 2 hosts, both ways at
-# once) a call ended 5-30% past what the rate allows (4 MiB all-reduce at 100 Mbit: 401-519 ms
-# against 354-397 by the ring, which also swung). A host's default qdisc (fq_codel) queues each
-# flow apart, and cc-perf predict shares links max-min fairly; this kernel has neither fq,
-# fq_codel, sfq nor drr, so: an htb (handle 5:, apart from the links' 1:) whose class 5:1 has
-# rate R and tbf's bucket, and 16 children that each may take all of R (ceil) and are served
-# round robin when several have packets; a u32 hash on the low 4 bits of the TCP destination
-# port picks the child (two flows share one 1 time in 16); each child queues as tbf does. The
-# same 4 MiB then took 354-367 ms by the tree, 354-357 by the ring (2026-11-28).
+# through it. A tbf is one FIFO: two TCP flows in one direction share it by what each has
+# queued, not evenly, and where one flow's data waits for the other direction's (the tree's
+# up and down halves on 2 hosts, both ways at once) a call ended 5-30% past what the rate
+# allows (4 MiB all-reduce at 100 Mbit: 401-519 ms against 354-397 by the ring, which also
+# swung). A host's default qdisc (fq_codel) queues each flow apart, and cc-perf predict shares
+# links max-min fairly; this kernel has neither fq, fq_codel, sfq nor drr, so: an htb (handle
+# 5:, apart from the links' 1:) whose class 5:1 has rate R and tbf's bucket, and 16 children
+# that each may take all of R (ceil) and are served round robin when several have packets; a
+# u32 hash on the low 4 bits of the TCP destination port picks the child (two flows share one
+# 1 time in 16); each child queues as tbf does. The same 4 MiB then took 354-367 ms by the
+# tree, 354-357 by the ring (2026-11-28).
 fair_qdisc() {
 	local k=$1 side=$2 rate=$3 ns=() dev=eth0 r b q lim i c
 	if [ "$side" = tx ]; then ns=(-n "cch$k"); else dev=ccv$k; fi
