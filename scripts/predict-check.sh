@@ -70,7 +70,7 @@ if [ "${1-}" = _calibrate ]; then
 	"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np 2 -H "$(hostlist 2)" \
 		"$bin/cc-perf" calibrate -o "$out" "$@"
 	"$bin/ccrun" --ssh-config "$TESTBED_SSH_CONFIG" -np 4 -H "$(hostlist 4)" -x NCCL_ALGO=Ring \
-		"$bin/cc-perf" calibrate --shared-cores 2 --base "$out" -o "$out" -b 8 -e 4K -f 4 -n 5 -w 2 --reps 3 --channels 1
+		"$bin/cc-perf" calibrate --shared-cores 2 --base "$out" -o "$out" -b 8 -e 4K -f 4 -n 20 -w 2 --reps 3 --channels 1
 	exit
 fi
 
@@ -189,10 +189,10 @@ sweeps() {
 
 # 1. calibrate
 if [ -z "$consts" ]; then
-	echo "# 1. calibrate on tb1, tb2 (unshaped): cc-perf calibrate -b 8 -e 4M -f 4 -n 5 -w 2 --reps 3 --channels 1;"
-	echo "#    then on tb1..tb4: NCCL_ALGO=Ring cc-perf calibrate --shared-cores 2 -b 8 -e 4K -f 4 -n 5 -w 2 --reps 3 --channels 1"
+	echo "# 1. calibrate on tb1, tb2 (unshaped): cc-perf calibrate -b 8 -e 4M -f 4 -n 20 -w 2 --reps 3 --channels 1;"
+	echo "#    then on tb1..tb4: NCCL_ALGO=Ring cc-perf calibrate --shared-cores 2 -b 8 -e 4K -f 4 -n 20 -w 2 --reps 3 --channels 1"
 	flock "$LOCK" "$testbed" run "$self" _calibrate "$bin" "$dir/consts.json" \
-		-b 8 -e 4M -f 4 -n 5 -w 2 --reps 3 --channels 1 >"$dir/calibrate.out" 2>&1 ||
+		-b 8 -e 4M -f 4 -n 20 -w 2 --reps 3 --channels 1 >"$dir/calibrate.out" 2>&1 ||
 		{ cat "$dir/calibrate.out" >&2; fail "calibration failed"; }
 	grep -v '^testbed.sh: ' "$dir/calibrate.out" | sed 's/^/#   /'
 	consts=$dir/consts.json
