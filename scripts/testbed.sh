@@ -471,12 +471,13 @@ shape() {
 		# shellcheck disable=SC2046 # tc_dev's words are separate arguments
 		if [ -n "$delay$loss" ] && { [ "$dir" != both ] || [ "$side" = tx ]; }; then
 			tc $(tc_dev "$k" "$side") root netem ${delay:+delay "$delay"} ${loss:+loss "$loss"} ${rate:+rate "$rate"} limit 10000
-		elif [ -n "$rate" ] && [ "$fair" = 1 ]; then
-			fair_qdisc "$k" "$side" "$rate"
-			[ "$side" != tx ] || ip -n "cch$k" link set dev eth0 gso_max_size "$(gso_of "$rate")"
 		elif [ -n "$rate" ]; then
-			# shellcheck disable=SC2046 # tbf_args's words are separate arguments
-			tc $(tc_dev "$k" "$side") root tbf rate "$rate" $(tbf_args "$rate")
+			if [ "$fair" = 1 ]; then
+				fair_qdisc "$k" "$side" "$rate"
+			else
+				# shellcheck disable=SC2046 # tbf_args's words are separate arguments
+				tc $(tc_dev "$k" "$side") root tbf rate "$rate" $(tbf_args "$rate")
+			fi
 			[ "$side" != tx ] || ip -n "cch$k" link set dev eth0 gso_max_size "$(gso_of "$rate")"
 		fi
 	done

@@ -1,9 +1,10 @@
 package main
 
 // End-to-end tests of the testbed's own shaping (scripts/testbed.sh shape --dir, --to,
-// --fair): a shaped direction or link really is slower, and --fair shares it. Each transfer runs between sockets opened inside
-// two hosts' network namespaces, timed at the receiver; what is checked is the RATIO of a
-// shaped transfer to an unshaped one measured in the same test, never a time on its own.
+// --fair): a shaped direction or link really is slower, and --fair gives each flow its own
+// queue. Each transfer runs between sockets opened inside two hosts' network namespaces,
+// timed at the receiver; what is checked is the RATIO of a shaped transfer to an unshaped
+// one measured in the same test, never a time on its own.
 
 import (
 	"fmt"
@@ -81,37 +82,9 @@ func inNetnsAt(ns string, f func() error) error {
 // first write until the receiver has read them all.
 func (tb *testbed) transfer(t *testing.T, a, b, n int) time.Duration {
 	t.Helper()
-	var ln net.Listener
-	var c net.Conn
-	if err := inNetns(b, func() (err error) { ln, err = net.Listen("tcp", net.JoinHostPort(tb.addr(b), "0")); return err }); err != nil {
-		t.Fatal(err)
-	}
+	ln := tb.listen(t, b)
 	defer ln.Close()
-	if err := inNetns(a, func() (err error) { c, err = net.Dial("tcp", ln.Addr().String()); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	start := time.Now()
-	sent := make(chan error, 1)
-	go func() {
-		_, err := c.Write(make([]byte, n))
-		c.Close()
-		sent <- err
-	}()
-	got, err := io.Copy(io.Discard, r)
-	took := time.Since(start)
-	if err := <-sent; err != nil {
-		t.Fatalf("tb%d -> tb%d: write: %v", a, b, err)
-	}
-	if err != nil || got != int64(n) {
-		t.Fatalf("tb%d -> tb%d: read %d of %d bytes: %v", a, b, got, n, err)
-	}
-	return took
+	return tb.bulk(t, a, ln, n)()
 }
 
 // slowdown is the shortest of 5 transfers slow[0] -> slow[1] over the shortest of 5
@@ -241,8 +214,9 @@ func (tb *testbed) listen(t *testing.T, b int, avoid ...int) net.Listener {
 }
 
 // bulk starts an n-byte transfer from host tba to the listener ln of another host in the
-// background; wait waits for it.
-func (tb *testbed) bulk(t *testing.T, a int, ln net.Listener, n int) (wait func()) {
+// background; wait waits for it and returns the time from the first write until the
+// receiver had read all n bytes.
+func (tb *testbed) bulk(t *testing.T, a int, ln net.Listener, n int) (wait func() time.Duration) {
 	t.Helper()
 	var c net.Conn
 	if err := inNetns(a, func() (err error) { c, err = net.Dial("tcp", ln.Addr().String()); return err }); err != nil {
@@ -253,7 +227,13 @@ func (tb *testbed) bulk(t *testing.T, a int, ln net.Listener, n int) (wait func(
 		c.Close()
 		t.Fatal(err)
 	}
-	sent, read := make(chan error, 1), make(chan error, 1)
+	type result struct {
+		got  int64
+		err  error
+		took time.Duration
+	}
+	sent, read := make(chan error, 1), make(chan result, 1)
+	start := time.Now()
 	go func() {
 		_, err := c.Write(make([]byte, n))
 		c.Close()
@@ -261,20 +241,20 @@ func (tb *testbed) bulk(t *testing.T, a int, ln net.Listener, n int) (wait func(
 	}()
 	go func() {
 		got, err := io.Copy(io.Discard, r)
-		if err == nil && got != int64(n) {
-			err = fmt.Errorf("read %d of %d bytes", got, n)
-		}
+		took := time.Since(start)
 		r.Close()
-		read <- err
+		read <- result{got, err, took}
 	}()
-	return func() {
+	return func() time.Duration {
 		t.Helper()
-		if err := <-sent; err != nil {
-			t.Errorf("tb%d -> %v: write: %v", a, ln.Addr(), err)
+		werr, res := <-sent, <-read
+		if werr != nil {
+			t.Fatalf("tb%d -> %v: write: %v", a, ln.Addr(), werr)
 		}
-		if err := <-read; err != nil {
-			t.Errorf("tb%d -> %v: %v", a, ln.Addr(), err)
+		if res.err != nil || res.got != int64(n) {
+			t.Fatalf("tb%d -> %v: read %d of %d bytes: %v", a, ln.Addr(), res.got, n, res.err)
 		}
+		return res.took
 	}
 }
 

@@ -243,7 +243,7 @@ func (x *fitter) ring() error {
 			f.note("gamma "+p.String(), len(ss), fmt.Sprintf("ring, 1..%d B, %d step counts", SmallBytes, len(xs)))
 		}
 		f.note("alpha "+p.String(), len(ss), fmt.Sprintf("ring, 1..%d B, %d step counts", SmallBytes, len(xs)))
-		if k.AlphaCPU[p] != 0 { // a part of the alpha before: stale
+		if k.AlphaCPU[p] != 0 { // fitted against the alpha before: stale
 			k.AlphaCPU[p] = 0
 			f.Basis["alpha_cpu "+p.String()] = "reset: alpha was refitted (fit it again: calibrate --shared-cores)"
 		}

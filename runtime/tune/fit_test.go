@@ -269,8 +269,8 @@ func TestFitCPU(t *testing.T) {
 	if _, _, err := FitCPU(base, New(base, two, fullMask(two), nil, false), samples, 2, "x"); err == nil || !strings.Contains(err.Error(), "6 ranks on 2 hosts: alpha_cpu is fitted on a job of one rank per host") {
 		t.Errorf("3 ranks per host: %v, want a refusal", err)
 	}
-	// A full calibration of the net class afterwards: the alpha_cpu was a
-	// part of the old alpha, and goes.
+	// A full calibration of the net class afterwards: the alpha_cpu was
+	// fitted against the old alpha, and goes.
 	again, f, err := Fit(got, New(got, topo, mask, nil, false), synthetic(base, topo, mask), "full")
 	if err != nil {
 		t.Fatal(err)
