@@ -282,6 +282,9 @@ func (x *fitter) others() error {
 		if a == algos.Ring || k.Eff[a] == 0 {
 			continue
 		}
+		if k.MaxBytes[a] > 0 {
+			x.bound(a)
+		}
 		name := "efficiency " + a.String()
 		ss := x.pick(a, KeepProto, x.minCh, true)
 		// Against the ring's own call of the same size where there is one
@@ -328,6 +331,67 @@ func (x *fitter) others() error {
 		f.note(lname, len(small), fmt.Sprintf("1..%d B, beyond the ring's steps", SmallBytes))
 	}
 	return nil
+}
+
+// bound refits MaxBytes of an algorithm that has one (CMA): where it
+// stops beating the ring is a matter of the machine's caches (CMA's
+// single copy wins while the data sits in them; the same code crossed at
+// 384 KiB on one 2-core VM and above 2 MiB on another), not of its line.
+// The new bound lies between the largest measured size where its median
+// beat the ring's fastest protocol (same collective and channels) and the
+// next measured size, where it lost: their mean. Winning at the largest
+// size measured puts the bound there; never winning, or no ring at the
+// same sizes, keeps the base's.
+func (x *fitter) bound(a algos.Algo) {
+	name := "max_bytes " + a.String()
+	type key struct {
+		coll  algos.Coll
+		ch    int
+		bytes int64
+	}
+	best := map[key]float64{} // the ring's fastest protocol per key
+	for _, s := range x.samples {
+		if s.Algo == algos.Ring && s.TimeUS > 0 && s.Bytes > 0 {
+			k := key{s.Coll, s.Channels, s.Bytes}
+			if t, ok := best[k]; !ok || s.TimeUS < t {
+				best[k] = s.TimeUS
+			}
+		}
+	}
+	wins := map[int64]bool{} // per size: won on every key measured
+	for _, s := range x.samples {
+		if s.Algo != a || s.TimeUS <= 0 || s.Bytes <= 0 {
+			continue
+		}
+		r, ok := best[key{s.Coll, s.Channels, s.Bytes}]
+		if !ok {
+			continue
+		}
+		w, seen := wins[s.Bytes]
+		wins[s.Bytes] = (w || !seen) && s.TimeUS < r
+	}
+	sizes := make([]int64, 0, len(wins))
+	for b := range wins {
+		sizes = append(sizes, b)
+	}
+	slices.Sort(sizes)
+	won := -1
+	for i, b := range sizes {
+		if wins[b] {
+			won = i
+		}
+	}
+	switch {
+	case won < 0:
+		x.f.keep(name, fmt.Sprintf("%s beat the ring at none of %d sizes", a, len(sizes)))
+		return
+	case won == len(sizes)-1:
+		x.k.MaxBytes[a] = float64(sizes[won])
+		x.f.Basis[name] = fmt.Sprintf("%s beat the ring up to the largest size measured, %d B", a, sizes[won])
+	default:
+		x.k.MaxBytes[a] = float64(sizes[won]+sizes[won+1]) / 2
+		x.f.Basis[name] = fmt.Sprintf("%s beat the ring at %d B, not at %d B", a, sizes[won], sizes[won+1])
+	}
 }
 
 // relErr is the median of |predicted / measured - 1| over samples.

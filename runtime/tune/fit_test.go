@@ -183,37 +183,65 @@ func TestFitKeepsWhatItDidNotMeasure(t *testing.T) {
 
 func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 
-// TestFitBoundedAlgorithm: an algorithm with a bound (MaxBytes) is fitted
-// from its calls between a quarter of the bound and the bound, where it
-// may be chosen: CMA's calls beyond 384 KiB, three times slower than its
-// line, leave its fitted efficiency as it is inside the bound.
+// TestFitBoundedAlgorithm: an algorithm with a bound (MaxBytes) gets the
+// bound where it stopped beating the ring, and its efficiency from its
+// calls between a quarter of that bound and the bound: CMA's calls beyond
+// 384 KiB, three times slower than its line, lose to the ring from 1 MiB
+// on, so the bound lands between 256 KiB and 1 MiB and the efficiency is
+// the one inside it. A CMA that never wins keeps the base's bound; one
+// that wins at every size gets the largest.
 func TestFitBoundedAlgorithm(t *testing.T) {
 	topo := algos.NewTopo(make([]int, 2))
 	var mask Mask
 	mask[algos.AllGather][algos.Ring][protocols.Simple] = true
 	mask[algos.AllGather][algos.CMA][protocols.Simple] = true
-	truth := Default()
-	truth.Class[SHM].Eff[algos.CMA] = 1.6
-	m := New(truth, topo, mask, nil, false)
-	var samples []Sample
-	for _, a := range []algos.Algo{algos.Ring, algos.CMA} {
-		for _, b := range []int64{8, 512, 4096, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
-			t := m.Time(algos.AllGather, a, protocols.Simple, b, 1)
-			if a == algos.CMA && b > 384<<10 {
-				t *= 3
+	base := Default()
+	for _, c := range []struct {
+		name   string
+		slow   float64 // CMA's time beyond 384 KiB, times its line
+		eff    float64 // CMA's true efficiency
+		gamma  float64 // and per-call cost, µs
+		bound  float64 // the fitted max_bytes
+		effWin string  // the sizes its efficiency was fitted on
+		basis  string
+	}{
+		{"crosses", 3, 1.6, 0.01, (256<<10 + 1<<20) / 2, "of 163840-655360 B", "beat the ring at 262144 B, not at 1048576 B"},
+		{"never wins", 1, 0.5, 5, base.Class[SHM].MaxBytes[algos.CMA], "", "beat the ring at none of 7 sizes"},
+		{"always wins", 1, 1.6, 0.01, 16 << 20, "of 1048576-16777216 B", "up to the largest size measured, 16777216 B"},
+	} {
+		truth := Default()
+		truth.Class[SHM].Eff[algos.CMA] = c.eff
+		truth.Class[SHM].AlgoGamma[algos.CMA] = c.gamma
+		m := New(truth, topo, mask, nil, false)
+		var samples []Sample
+		for _, a := range []algos.Algo{algos.Ring, algos.CMA} {
+			for _, b := range []int64{8, 512, 4096, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
+				tm := m.Time(algos.AllGather, a, protocols.Simple, b, 1)
+				if a == algos.CMA && b > 384<<10 {
+					tm *= c.slow
+				}
+				samples = append(samples, Sample{Coll: algos.AllGather, Algo: a, Proto: protocols.Simple, Channels: 1, Bytes: b, TimeUS: tm})
 			}
-			samples = append(samples, Sample{Coll: algos.AllGather, Algo: a, Proto: protocols.Simple, Channels: 1, Bytes: b, TimeUS: t})
 		}
-	}
-	got, f, err := Fit(Default(), New(Default(), topo, mask, nil, false), samples, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := got.Class[SHM].Eff[algos.CMA]; math.Abs(e-1.6) > 0.01 {
-		t.Errorf("CMA's efficiency %v, want 1.6 (its calls within its bound)", e)
-	}
-	if b := f.Basis["efficiency CMA"]; !strings.Contains(b, "of 98304-393216 B") {
-		t.Errorf("basis %q, want the sizes it was fitted on", b)
+		got, f, err := Fit(base, New(base, topo, mask, nil, false), samples, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := got.Class[SHM].MaxBytes[algos.CMA]; b != c.bound {
+			t.Errorf("%s: max_bytes %v, want %v (%s)", c.name, b, c.bound, f.Basis["max_bytes CMA"])
+		}
+		if b := f.Basis["max_bytes CMA"]; !strings.Contains(b, c.basis) {
+			t.Errorf("%s: max_bytes basis %q, want %q", c.name, b, c.basis)
+		}
+		if c.effWin == "" {
+			continue
+		}
+		if e := got.Class[SHM].Eff[algos.CMA]; math.Abs(e-c.eff) > 0.01 {
+			t.Errorf("%s: CMA's efficiency %v, want %v (its calls within its bound)", c.name, e, c.eff)
+		}
+		if b := f.Basis["efficiency CMA"]; !strings.Contains(b, c.effWin) {
+			t.Errorf("%s: basis %q, want the sizes it was fitted on, %s", c.name, b, c.effWin)
+		}
 	}
 }
 

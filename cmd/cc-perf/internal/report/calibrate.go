@@ -105,10 +105,17 @@ func WriteCalibration(w io.Writer, h CalibrationHeader, f *tune.Fitted) error {
 		default:
 			rows = append(rows, row{"algo_lat " + a.String(), "us", func(k *tune.ClassConsts) float64 { return k.AlgoLat[a] }})
 		}
+		if f.Old.MaxBytes[a] != 0 {
+			rows = append(rows, row{"max_bytes " + a.String(), "B", func(k *tune.ClassConsts) float64 { return k.MaxBytes[a] }})
+		}
 	}
 	err := writeTable(&b, []string{"constant", "unit", "before", "after", "basis"}, "LLRRL", func(add func(...string)) {
 		for _, r := range rows {
-			add(r.name, r.unit, num(r.get(&f.Old)), num(r.get(&f.New)), f.Basis[r.name])
+			show := num
+			if r.unit == "B" { // a size, in whole bytes
+				show = func(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
+			}
+			add(r.name, r.unit, show(r.get(&f.Old)), show(r.get(&f.New)), f.Basis[r.name])
 		}
 	})
 	if err != nil {

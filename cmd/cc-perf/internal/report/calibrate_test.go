@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -50,6 +51,24 @@ func TestWriteCalibration(t *testing.T) {
 				t.Errorf("trailing blank in %q", l)
 			}
 		}
+	}
+}
+
+// TestWriteCalibrationBound: a refitted bound (CMA's max_bytes) has its
+// row, in whole bytes.
+func TestWriteCalibrationBound(t *testing.T) {
+	old := tune.Default().Class[tune.SHM]
+	nw := old
+	nw.MaxBytes[algos.CMA] = 1310720
+	f := &tune.Fitted{Class: tune.SHM, Old: old, New: nw, Basis: map[string]string{"max_bytes CMA": "CMA beat the ring at 262144 B, not at 2097152 B"}}
+	h := CalibrationHeader{NRanks: 2, NHosts: 1, Colls: []string{"all_gather"}, Channels: []int{1}, MinBytes: 8, MaxBytes: 1 << 20, Factor: 8, Reps: 5, Iters: 5, Base: "built-in"}
+	var b strings.Builder
+	if err := WriteCalibration(&b, h, f); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`(?m)^ max_bytes CMA +B +%d +1310720  CMA beat the ring at 262144 B, not at 2097152 B$`, int64(old.MaxBytes[algos.CMA]))
+	if !regexp.MustCompile(want).MatchString(b.String()) {
+		t.Errorf("report lacks the row of CMA's bound (%s):\n%s", want, b.String())
 	}
 }
 
