@@ -247,14 +247,14 @@ func TestCMASendBufferReusedAtReturn(t *testing.T) {
 }
 
 // TestCMAChosen: with the built-in constants, 2 ranks of one host gather
-// 128 KiB by CMA and 1 MiB by another row; CMA forced across hosts fails
-// the call on every rank naming why.
+// 128 KiB by CMA and 8 MiB (beyond its 6 MiB bound) by another row; CMA
+// forced across hosts fails the call on every rank naming why.
 func TestCMAChosen(t *testing.T) {
 	cs := withHosts(t, hostLayouts(2)["onehost"], testParams(t, nil))
 	for _, tc := range []struct {
 		count int
 		cma   bool
-	}{{1 << 14, true}, {1 << 17, false}} {
+	}{{1 << 14, true}, {1 << 20, false}} {
 		runCase(t, cs, collCases()[2], tc.count, false)
 		for _, c := range cs {
 			if algo, _, _, _ := c.Ran(); (algo == algos.CMA) != tc.cma {

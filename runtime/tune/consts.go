@@ -119,13 +119,10 @@ func Default() *Consts {
 		0.781, 0.85, 0.75, 72.8, 98.3, 0.5)
 	class(Net, perProto{11.1, 8.55, 65.1}, perProto{5.08, 6.52, 36.5}, perProto{0.284, 1.11, 1.39}, perProto{0.426, 1.64, 2.05},
 		0.951, 0.919, 0.677, 10.5, 0, 0)
-	// CollNet Direct is not calibrated: the ring's efficiency, so that its
-	// steps (up to the server and down) decide; the mask keeps it out
-	// unless NCCL_COLLNET_ENABLE=1 and a server are given. NVLS and
-	// NVLS_TREE are not calibrated yet either: half the ring's bandwidth
-	// and the tree's lane latency, so that the tuner picks them only where
-	// a config row or NCCL_ALGO asks for them, until cc-perf calibrate
-	// measures them.
+	// NVLS, NVLS_TREE and CollNet Direct: see measuredNVLSCollNet. Where
+	// one cannot run (NVLS across hosts, NVLS_TREE on one host) its entry
+	// is never read; it keeps the tree's latency and half the ring's
+	// bandwidth.
 	for cl := range c.Class {
 		k := &c.Class[cl]
 		k.Eff[algos.CollNetDirect] = 1
@@ -184,7 +181,50 @@ func Default() *Consts {
 	c.Class[SHMBusy].AlgoGamma[algos.OneShot], c.Class[SHMBusy].Eff[algos.OneShot] = 6, 1.3
 	// CMA (the single-copy all-gather): see cmaConsts.
 	cmaConsts(c)
+	measuredNVLSCollNet(c)
 	return c
+}
+
+// measuredNVLSCollNet sets the constants of NVLS, NVLS_TREE and CollNet
+// Direct where they run, measured 2026-11-28 on a 2-core VM: 3 runs of
+// cc-perf calibrate -b 8 -e 16M -f 8 -n 5 --reps 7 --channels 1 with
+// NCCL_NVLS_ENABLE=1 and NCCL_COLLNET_ENABLE=1 (ccrun --collnet-server),
+// each on 2 ranks of one host (shm), 4 ranks of one host (shm-busy), 2
+// ranks on 2 host identities over loopback TCP (net) and 4 ranks on 2
+// (net, NVLS_TREE's); medians, each run's value in brackets. An
+// efficiency is against the ring measured in the same run, so it carries
+// over to the ring's constants above (that VM's ring streamed about half
+// as fast as the development machine's); an algo_lat is what a small call
+// took beyond the ring's steps in that run. The tuner considers none of
+// the three unless asked: NVLS and NVLS_TREE by default only where
+// NCCL_ALGO names them (NCCL_NVLS_ENABLE=2, since they connect every pair
+// of a host's ranks at Init), CollNet only with NCCL_COLLNET_ENABLE=1 and
+// a server. Asked, with these constants it picks none of them on that VM
+// (each measured slower than the ring or OneShot at every size).
+func measuredNVLSCollNet(c *Consts) {
+	// NVLS, one host: every rank reduces its share and stores it once
+	// for all readers; 0.93 (0.95, 0.86, 0.93) of the ring's bandwidth
+	// and 0.65 µs (0.71, 0.52, 0.65) per call beyond its steps with a
+	// core per rank; 0.85 (0.96, 0.82, 0.85) and 14.9 µs (14.9, 7.6, 26)
+	// with 4 ranks on 2 cores, where every stage's hand-off waits for
+	// the scheduler.
+	c.Class[SHM].Eff[algos.NVLS], c.Class[SHM].AlgoLat[algos.NVLS] = 0.93, 0.65
+	c.Class[SHMBusy].Eff[algos.NVLS], c.Class[SHMBusy].AlgoLat[algos.NVLS] = 0.85, 14.9
+	// NVLS_TREE, 2 hosts of 2 ranks: 0.91 (0.90, 1.03, 0.91) of the
+	// ring's bandwidth, nothing beyond its steps (0 in each run).
+	c.Class[Net].Eff[algos.NVLSTree], c.Class[Net].AlgoLat[algos.NVLSTree] = 0.91, 0
+	// CollNet Direct, 2 hosts of one rank (the net class's own
+	// configuration): 0.48 (0.48, 0.49, 0.44) of the ring's bandwidth,
+	// 207 µs (91, 247, 207) per call beyond its steps: every call crosses
+	// to the aggregation server and back, a third process on the 2
+	// cores (with 2 ranks per host: 0.58-0.59 and 16-286 µs).
+	c.Class[Net].Eff[algos.CollNetDirect], c.Class[Net].AlgoLat[algos.CollNetDirect] = 0.48, 207
+	// CollNet Direct on one host (its hops to the server are TCP all the
+	// same), measured apart with NCCL_ALGO=ring,collnetdirect, 3 runs each:
+	// 2 ranks 0.19 (0.20, 0.19, 0.16) and 229 µs (212, 347, 229); 4 ranks
+	// on 2 cores 0.32 (0.32, 0.33, 0.32) and 689 µs (689, 635, 786).
+	c.Class[SHM].Eff[algos.CollNetDirect], c.Class[SHM].AlgoLat[algos.CollNetDirect] = 0.19, 229
+	c.Class[SHMBusy].Eff[algos.CollNetDirect], c.Class[SHMBusy].AlgoLat[algos.CollNetDirect] = 0.32, 689
 }
 
 // Check reports constants the model cannot use: a negative latency, a
@@ -436,7 +476,17 @@ func ParseConsts(path string, b []byte) (*Consts, error) {
 // 384 KiB between the sizes it won and lost at (MaxBytes). With more
 // ranks than cores it runs only where NCCL_ALGO names it (runtime/comm):
 // there OneShot's constants, unmeasured for CMA.
+//
+// Where it stops winning depends on the machine's caches: on the VM of
+// 2026-11-28 afternoon (cc-perf tune all_gather --all, 2 ranks,
+// NCCL_ALGO=ring,cma, 20 iterations, 7 and 9 interleaved repetitions, and
+// two scripts/tune-check.sh runs) CMA took 0.83-0.88 of the ring's time
+// at 1 MiB, 0.66-0.71 at 2 MiB, 0.74-0.84 at 4 MiB, at 8 MiB 0.85 and
+// 1.09 (and lost and won once each in the tune-check runs' confirmation
+// rounds), 1.11-1.15 at 16 MiB; at 128-512 KiB 1.02-1.06 (a tie). So the
+// bound is 6 MiB, between the last size it always won and the first it
+// did not; cc-perf calibrate refits it on the user's machine.
 func cmaConsts(c *Consts) {
-	c.Class[SHM].AlgoGamma[algos.CMA], c.Class[SHM].Eff[algos.CMA], c.Class[SHM].MaxBytes[algos.CMA] = 2, 1.25, 384<<10
+	c.Class[SHM].AlgoGamma[algos.CMA], c.Class[SHM].Eff[algos.CMA], c.Class[SHM].MaxBytes[algos.CMA] = 2, 1.25, 6<<20
 	c.Class[SHMBusy].AlgoGamma[algos.CMA], c.Class[SHMBusy].Eff[algos.CMA] = c.Class[SHMBusy].AlgoGamma[algos.OneShot], c.Class[SHMBusy].Eff[algos.OneShot]
 }

@@ -90,8 +90,9 @@ func TestDefaultPicksOneShot(t *testing.T) {
 
 // TestMaxBytes: an entry beyond its MaxBytes is chosen only when nothing
 // else may run; with the built-in constants, 2 ranks' all-gather goes to
-// OneShot at 32 KiB, to CMA at 64-256 KiB and to the ring from 512 KiB; the
-// bound survives a calibration file and a negative one is refused.
+// OneShot at 32 KiB, to CMA from 64 KiB up to its bound (6 MiB) and to the
+// ring beyond; the bound survives a calibration file and a negative one is
+// refused.
 func TestMaxBytes(t *testing.T) {
 	var mask Mask
 	for _, a := range []algos.Algo{algos.Ring, algos.OneShot, algos.CMA} {
@@ -101,7 +102,7 @@ func TestMaxBytes(t *testing.T) {
 	for _, tc := range []struct {
 		bytes int64
 		want  algos.Algo
-	}{{32 << 10, algos.OneShot}, {64 << 10, algos.CMA}, {256 << 10, algos.CMA}, {384 << 10, algos.CMA}, {384<<10 + 4, algos.Ring}, {512 << 10, algos.Ring}, {16 << 20, algos.Ring}} {
+	}{{32 << 10, algos.OneShot}, {64 << 10, algos.CMA}, {256 << 10, algos.CMA}, {2 << 20, algos.CMA}, {6 << 20, algos.CMA}, {6<<20 + 4, algos.Ring}, {8 << 20, algos.Ring}, {16 << 20, algos.Ring}} {
 		if best, _ := m.Decide(algos.AllGather, tc.bytes, 1, -1); best.Algo != tc.want {
 			t.Errorf("all-gather of %d B: %s, want %s", tc.bytes, best.Algo, tc.want)
 		}
@@ -120,7 +121,7 @@ func TestMaxBytes(t *testing.T) {
 	if err := back.UnmarshalJSON(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := back.Class[SHM].MaxBytes[algos.CMA]; got != 384<<10 || !strings.Contains(string(b), `"max_bytes":{"CMA":393216}`) {
+	if got := back.Class[SHM].MaxBytes[algos.CMA]; got != 6<<20 || !strings.Contains(string(b), `"max_bytes":{"CMA":6291456}`) {
 		t.Errorf("max_bytes after a round trip: %v in %s", got, b)
 	}
 	back.Class[SHM].MaxBytes[algos.CMA] = -1
