@@ -17,6 +17,13 @@
  *  - time: every size class (min, 2 x min, ... max) is warmed up -w times
  *    first; each half-row is one untimed call, a barrier, then -n calls
  *    timed together; the time is their mean, averaged over the ranks.
+ *  - buffers: they hold -e bytes, and the n-th call of a half (warmup and
+ *    timed) uses region n mod (maxbytes / the call's larger side), as
+ *    nccl-tests shifts its buffers (and cc-perf does), so that both tools
+ *    stream the same memory: a call much smaller than -e does not find its
+ *    data in the caches (until 2026-11-28 this tool reused one region,
+ *    which made a 1 MiB all-gather of cc-perf's 2-2.5x slower than the
+ *    same call on one region, against Open MPI's on one region).
  *  - algbw = bytes / 1e9 / seconds; busbw = algbw x 2(n-1)/n for all_reduce
  *    and x (n-1)/n for reduce_scatter and all_gather.
  *  - #wrong: after timing, -c checks per half (the receive buffer zeroed
@@ -275,20 +282,36 @@ static long wrong(const struct bench *b)
 	return n;
 }
 
-static void call(struct bench *b, int inplace)
+/* shift is where iteration iter's buffers start, in elements: as in
+ * nccl-tests (and cc-perf), successive calls use successive regions of the
+ * -e-sized buffers, maxbytes / (the call's larger side) of them, so that a
+ * size much below -e does not find its data in the caches the call before
+ * left it in. Iteration 0 (the synchronising call and the checks) is at 0. */
+static long shift(const struct bench *b, long iter)
+{
+	long len = sendlen(b) > recvlen(b) ? sendlen(b) : recvlen(b);
+	long regions = len > 0 ? b->o.maxbytes / (len * (long)sizeof(float)) : 1;
+	if (regions < 1)
+		regions = 1;
+	return len * (iter % regions);
+}
+
+static void call(struct bench *b, int inplace, long iter)
 {
 	int rc;
-	const void *in = inplace ? MPI_IN_PLACE : b->send;
+	long off = shift(b, iter);
+	float *send = b->send + off, *recv = b->recv + off;
+	const void *in = inplace ? MPI_IN_PLACE : send;
 	switch (b->o.coll) {
 	case ALL_REDUCE:
-		rc = MPI_Allreduce(in, b->recv, (int)b->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		rc = MPI_Allreduce(in, recv, (int)b->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		break;
 	case REDUCE_SCATTER:
-		rc = MPI_Reduce_scatter_block(in, b->recv, (int)b->base, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		rc = MPI_Reduce_scatter_block(in, recv, (int)b->base, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		break;
 	default:
-		rc = inplace ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->recv, (int)b->base, MPI_FLOAT, MPI_COMM_WORLD)
-			     : MPI_Allgather(b->send, (int)b->base, MPI_FLOAT, b->recv, (int)b->base, MPI_FLOAT, MPI_COMM_WORLD);
+		rc = inplace ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)b->base, MPI_FLOAT, MPI_COMM_WORLD)
+			     : MPI_Allgather(send, (int)b->base, MPI_FLOAT, recv, (int)b->base, MPI_FLOAT, MPI_COMM_WORLD);
 	}
 	if (rc != MPI_SUCCESS) { /* the default handler aborts first; kept for others */
 		fprintf(stderr, "rank %d: %s of %ld bytes failed with MPI error %d\n", b->rank, b->o.name, b->bytes, rc);
@@ -312,11 +335,11 @@ static void half(struct bench *b, int inplace)
 {
 	if (b->o.check > 0)
 		fill(b, inplace, 99, 0);
-	call(b, inplace); /* one call to synchronise, then a barrier */
+	call(b, inplace, 0); /* one call to synchronise, then a barrier */
 	MPI_Barrier(MPI_COMM_WORLD);
 	double t0 = MPI_Wtime();
 	for (int it = 0; it < b->o.iters; it++)
-		call(b, inplace);
+		call(b, inplace, it);
 	double sec = (MPI_Wtime() - t0) / b->o.iters;
 	MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 	sec /= b->nranks;
@@ -325,7 +348,7 @@ static void half(struct bench *b, int inplace)
 	long nwrong = 0;
 	for (int c = 0; c < b->o.check; c++) {
 		fill(b, inplace, (unsigned)(1000 + c), 1);
-		call(b, inplace);
+		call(b, inplace, 0);
 		long local = wrong(b);
 		if (local > 0)
 			b->oob++;
@@ -484,7 +507,7 @@ int main(int argc, char **argv)
 	for (long size = b.o.minbytes; size <= b.o.maxbytes; size = size > 0 ? size * 2 : 1) {
 		setsize(&b, size);
 		for (int it = 0; it < b.o.warmup; it++)
-			call(&b, 0);
+			call(&b, 0, it);
 	}
 	for (long size = b.o.minbytes; size <= b.o.maxbytes;) {
 		row(&b, size);
