@@ -125,7 +125,6 @@ func Default() *Consts {
 	// bandwidth.
 	for cl := range c.Class {
 		k := &c.Class[cl]
-		k.Eff[algos.CollNetDirect] = 1
 		k.Eff[algos.NVLS], k.Eff[algos.NVLSTree] = 0.5, 0.5
 		k.AlgoLat[algos.NVLS], k.AlgoLat[algos.NVLSTree] = k.AlgoLat[algos.Tree], k.AlgoLat[algos.Tree]
 		// The log-step rows run the ring's engine path on the ring's

@@ -77,6 +77,13 @@ func Fit(base *Consts, m *Model, samples []Sample, source string) (*Consts, *Fit
 		}
 		x.maxCh = max(x.maxCh, s.Channels)
 	}
+	// A bound rests on the measured times alone: first, so that each
+	// round fits efficiencies inside it.
+	for a := range algos.Algo(algos.NumAlgos) {
+		if x.k.MaxBytes[a] > 0 && x.k.Eff[a] != 0 {
+			x.bound(a)
+		}
+	}
 	// Twice: each estimate takes off terms the others give (beta the
 	// latency, alpha the bandwidth); the second round starts from the
 	// first's values.
@@ -281,9 +288,6 @@ func (x *fitter) others() error {
 	for a := range algos.Algo(algos.NumAlgos) {
 		if a == algos.Ring || k.Eff[a] == 0 {
 			continue
-		}
-		if k.MaxBytes[a] > 0 {
-			x.bound(a)
 		}
 		name := "efficiency " + a.String()
 		ss := x.pick(a, KeepProto, x.minCh, true)
