@@ -282,24 +282,34 @@ static long wrong(const struct bench *b)
 	return n;
 }
 
-/* shift is where iteration iter's buffers start, in elements: as in
- * nccl-tests (and cc-perf), successive calls use successive regions of the
- * -e-sized buffers, maxbytes / (the call's larger side) of them, so that a
- * size much below -e does not find its data in the caches the call before
- * left it in. Iteration 0 (the synchronising call and the checks) is at 0. */
-static long shift(const struct bench *b, long iter)
+/* Regions: as in nccl-tests (and cc-perf), successive calls of a size use
+ * successive regions of the -e-sized buffers, maxbytes / (the call's larger
+ * side) of them, so that a size much below -e does not find its data in the
+ * caches the call before left it in. The synchronising call and the checks
+ * use region 0. A loop steps through them with nextregion, which adds, so
+ * that the timed loop pays no division per call (cc-perf's does not). */
+struct regions {
+	long len, end; /* elements per region; where the regions end */
+};
+
+static struct regions regionsof(const struct bench *b)
 {
 	long len = sendlen(b) > recvlen(b) ? sendlen(b) : recvlen(b);
-	long regions = len > 0 ? b->o.maxbytes / (len * (long)sizeof(float)) : 1;
-	if (regions < 1)
-		regions = 1;
-	return len * (iter % regions);
+	long n = len > 0 ? b->o.maxbytes / (len * (long)sizeof(float)) : 1;
+	return (struct regions){.len = len, .end = len * (n > 1 ? n : 1)};
 }
 
-static void call(struct bench *b, int inplace, long iter)
+/* nextregion returns the offset, in elements, of the region after off's. */
+static long nextregion(const struct regions *r, long off)
+{
+	off += r->len;
+	return off >= r->end ? 0 : off;
+}
+
+/* call runs one call of the current size on the buffers at off elements. */
+static void call(struct bench *b, int inplace, long off)
 {
 	int rc;
-	long off = shift(b, iter);
 	float *send = b->send + off, *recv = b->recv + off;
 	const void *in = inplace ? MPI_IN_PLACE : send;
 	switch (b->o.coll) {
@@ -337,9 +347,13 @@ static void half(struct bench *b, int inplace)
 		fill(b, inplace, 99, 0);
 	call(b, inplace, 0); /* one call to synchronise, then a barrier */
 	MPI_Barrier(MPI_COMM_WORLD);
+	struct regions r = regionsof(b);
+	long off = 0;
 	double t0 = MPI_Wtime();
-	for (int it = 0; it < b->o.iters; it++)
-		call(b, inplace, it);
+	for (int it = 0; it < b->o.iters; it++) {
+		call(b, inplace, off);
+		off = nextregion(&r, off);
+	}
 	double sec = (MPI_Wtime() - t0) / b->o.iters;
 	MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 	sec /= b->nranks;
@@ -506,8 +520,12 @@ int main(int argc, char **argv)
 	/* Warm up every size class: min, 2 x min, ... max. */
 	for (long size = b.o.minbytes; size <= b.o.maxbytes; size = size > 0 ? size * 2 : 1) {
 		setsize(&b, size);
-		for (int it = 0; it < b.o.warmup; it++)
-			call(&b, 0, it);
+		struct regions r = regionsof(&b);
+		long off = 0;
+		for (int it = 0; it < b.o.warmup; it++) {
+			call(&b, 0, off);
+			off = nextregion(&r, off);
+		}
 	}
 	for (long size = b.o.minbytes; size <= b.o.maxbytes;) {
 		row(&b, size);
