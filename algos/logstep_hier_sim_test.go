@@ -1,9 +1,13 @@
 package algos_test
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/seed-760dd1f1/cc/algos"
+	"github.com/seed-760dd1f1/cc/algos/sim"
 )
 
 // hierLayouts are host layouts for HierRecDbl: every count of hosts 1..6
@@ -70,4 +74,141 @@ func TestHierRecDblCrossesHostsOnlyBetweenLeaders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHierRecDblStagedCollectives runs the staged form of HierRecDbl
+// (HierRecDblUp, HierRecDblAcross, HierRecDblDown) with exact data on
+// every layout of hierLayouts, as the runtime runs it: every host of
+// several ranks through its one-shot slots (sim.RunFlat, slots of 1, 5
+// and 64 elements so that calls run in one piece and in many), a host of
+// one rank on the FIFO form's schedule, the leaders' exchanges in the
+// FIFO simulator. Every reduction, in and out of place, counts that are
+// empty, odd and several chunks.
+func TestHierRecDblStagedCollectives(t *testing.T) {
+	var cases []hierStagedCase
+	for li, topo := range hierLayouts() {
+		for i, count := range []int64{0, 1, 7, int64(topo.NRanks) + 2, 97} {
+			for j, red := range treeReductions {
+				k := li + i + j
+				cases = append(cases, hierStagedCase{topo: topo, count: count, red: red,
+					chunk: []int64{1, 3, 16}[k%3], slot: []int64{1, 5, 64}[(k/2)%3], inPlace: (k/3)%2 == 1, slots: []int{1, 8}[(k/5)%2]})
+			}
+		}
+	}
+	runAll(t, cases, runHierStaged)
+	t.Logf("%d runs", len(cases))
+}
+
+// hierStagedCase is one simulated staged HierRecDbl all-reduce.
+type hierStagedCase struct {
+	topo         *algos.Topo
+	count, chunk int64
+	slot         int64 // staging slot, in elements
+	red          reduction
+	inPlace      bool
+	slots        int // FIFO depth between the leaders
+}
+
+func (c hierStagedCase) String() string {
+	return fmt.Sprintf("staged HierRecDbl hosts %v count=%d chunk=%d slot=%d %s in place %v slots=%d",
+		c.topo.Hosts, c.count, c.chunk, c.slot, c.red.name, c.inPlace, c.slots)
+}
+
+// runHierStaged simulates the case and checks every element of every
+// rank's buffers (a sentinel before and after the call's elements), and
+// that every host synchronizes twice per piece.
+func runHierStaged(c hierStagedCase) error {
+	topo, n := c.topo, c.topo.NRanks
+	red := c.red.make(n)
+	const base = 2
+	size := c.count + 3
+	o := &oracle{n: n, red: red, block: size}
+	ranks := make([]sim.Rank, n)
+	for r := range ranks {
+		out := make([]int64, size)
+		for i := range out {
+			out[i] = sentinel(r, int64(i))
+		}
+		in := make([]int64, size)
+		if c.inPlace {
+			in = out
+		}
+		for i := range in {
+			in[i] = treeIn(r, int64(i))
+		}
+		ranks[r] = sim.Rank{In: in, Out: out}
+		o.in = append(o.in, slices.Clone(in))
+		want := slices.Clone(out)
+		for e := int64(base); e < base+c.count; e++ {
+			want[e] = 0 // filled below, once the inputs are all in
+		}
+		o.out = append(o.out, want)
+	}
+	for r := range n {
+		for e := int64(base); e < base+c.count; e++ {
+			o.out[r][e] = o.reduced(e)
+		}
+	}
+	window := func(b []int64) []int64 { return b[base : base+c.count] }
+	// flat runs one phase on every host of several ranks; plans gives a
+	// local rank's plans, and in the buffer a rank reads.
+	flat := func(phase string, plans func(local, nlocal int) []algos.FlatPlan, in func(r int) []int64) error {
+		for h, locals := range topo.Hosts {
+			if len(locals) == 1 {
+				continue
+			}
+			hr := make([]sim.Rank, len(locals))
+			ps := make([][]algos.FlatPlan, len(locals))
+			for l, r := range locals {
+				hr[l] = sim.Rank{In: window(in(r)), Out: window(ranks[r].Out)}
+				ps[l] = plans(l, len(locals))
+			}
+			hred := red
+			if red.Pre != nil {
+				hred.Pre = func(l int, x int64) int64 { return red.Pre(locals[l], x) }
+			}
+			st, err := sim.RunFlat(hr, ps, hred, c.slot, false)
+			if err != nil {
+				return fmt.Errorf("host %d %s: %w", h, phase, err)
+			}
+			if pieces := (c.count + c.slot - 1) / c.slot; int64(st.Syncs) != pieces {
+				return fmt.Errorf("host %d %s: %d synchronizations, want one per piece, %d", h, phase, st.Syncs, pieces)
+			}
+		}
+		return nil
+	}
+	across := topo.NHosts() > 1
+	if err := flat("up", func(l, nl int) []algos.FlatPlan { return algos.HierRecDblUp(l, nl, across, c.count, c.slot) },
+		func(r int) []int64 { return ranks[r].In }); err != nil {
+		return err
+	}
+	var scheds []algos.Schedule
+	p := algos.Part{Offset: base, Count: c.count, Chunk: c.chunk, Align: 1}
+	for r := range n {
+		h, _ := topo.Host(r)
+		var ops []algos.Op
+		if len(topo.Hosts[h]) == 1 {
+			ops = algos.HierRecDblAllReduce(r, topo, p) // no staging area: the FIFO form
+		} else {
+			ops = algos.HierRecDblAcross(r, topo, p)
+		}
+		scheds = append(scheds, algos.Single(ops))
+	}
+	stats, err := sim.RunSchedules(ranks, [][]algos.Schedule{scheds}, red, c.slots)
+	if err != nil {
+		return fmt.Errorf("across: %w", err)
+	}
+	if err := flat("down", func(l, nl int) []algos.FlatPlan { return algos.HierRecDblDown(l, nl, c.count, c.slot) },
+		func(r int) []int64 { return ranks[r].Out }); err != nil {
+		return err
+	}
+	var errs []error
+	for r := range ranks {
+		errs = append(errs, diffBuf(r, "Out", ranks[r].Out, o.out[r]))
+		if !c.inPlace {
+			errs = append(errs, diffBuf(r, "In", ranks[r].In, o.in[r]))
+		}
+	}
+	errs = append(errs, withinSlots(stats, c.slots))
+	return errors.Join(errs...)
 }

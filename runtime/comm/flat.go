@@ -125,10 +125,15 @@ func (c *Comm) logsColls() bool {
 	return c.log.Enabled(param.DebugInfo, param.SubsysColl) || (c.rank == 0 && c.log.Enabled(param.DebugInfo, param.SubsysTuning))
 }
 
-// flatWanted reports whether a flat row may run some collective: every
-// rank is on this host over shared memory, a row accepts the topology and
-// NCCL_ALGO allows it. It needs only what every rank of the host shares.
+// flatWanted reports whether this host's segment needs the one-shot
+// staging area: a flat row may run some collective (every rank is on
+// this host over shared memory, a row accepts the topology and NCCL_ALGO
+// allows it), or HierRecDbl may run staged (hierWanted). It needs only
+// what every rank of the host shares.
 func (c *Comm) flatWanted() bool {
+	if c.hierWanted() {
+		return true
+	}
 	if c.p.SHMDisable || c.p.OneShotBytes == 0 || len(c.localIndex) != c.nranks {
 		return false
 	}

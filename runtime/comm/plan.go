@@ -187,7 +187,7 @@ func (c *Comm) choose(k *coll) error {
 	k.algo, k.proto = c.lastDecision.row, c.lastDecision.best.Proto
 	k.best, k.next = c.lastDecision.best, c.lastDecision.next
 	k.channels = max(1, min(k.best.Channels, c.nchannels)) // a config row may ask for more than there are
-	if k.algo.Flat != nil {
+	if k.algo.Flat != nil || (k.algo.Algo == algos.HierRecDbl && c.hierOneChannel()) {
 		k.channels = 1 // one staging area, no channels
 	}
 	if !k.control {
@@ -280,6 +280,9 @@ type plan struct {
 	// for a reduction with a pre-op, for Output overlapping Input, and
 	// for the rest.
 	progs [3]*engine.FlatProgram
+	// hier is a staged HierRecDbl call's flat phases (hier.go); its
+	// scheds[0] is then the across schedule.
+	hier *hierPlan
 }
 
 // planKey is everything a plan depends on besides the communicator.
@@ -337,6 +340,9 @@ func (c *Comm) makePlan(k *coll) *plan {
 		pl.scheds[ch] = k.algo.Gen(&a)
 		pl.server = append(pl.server, k.algo.Algo == algos.CollNetDirect && talksToServer(pl.scheds[ch], algos.CollNetPeer(c.nranks)))
 		pl.polls += pollingLanes(pl.scheds[ch], c.isLocal, pl.slices(esize))
+	}
+	if k.algo.Algo == algos.HierRecDbl && c.hierStaged() {
+		c.makeHierPlan(k, pl)
 	}
 	return pl
 }
@@ -428,6 +434,12 @@ func (c *Comm) runChannel(ch int, ks []*coll) error {
 		if k.algo.Flat != nil {
 			if err := c.runFlat(k); err != nil {
 				return err // runFlat told c.fail
+			}
+			continue
+		}
+		if k.plan.hier != nil {
+			if err := c.runHier(k, chn); err != nil {
+				return err // runHier or the runner told c.fail
 			}
 			continue
 		}
