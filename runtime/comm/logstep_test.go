@@ -103,27 +103,39 @@ func TestLogStepAllGatherAsProcesses(t *testing.T) {
 	}
 }
 
-// TestHierRecDblOnlyNamed: on two hosts of two ranks HierRecDbl may not run
-// unless NCCL_ALGO names it (it has not been measured to win); named, an
-// 8-byte all-reduce runs it.
-func TestHierRecDblOnlyNamed(t *testing.T) {
+// TestHierRecDblDefault: HierRecDbl may run on its own (unnamed) only
+// staged, between hosts of which some have several ranks; elsewhere only
+// where NCCL_ALGO names it, and named an 8-byte all-reduce runs it. Where
+// it may run on its own, what runs is the model's pick (which one that is
+// on this machine's class: runtime/tune's TestStagedHierPicked).
+func TestHierRecDblDefault(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		env     map[string]string
-		allowed bool
+		name, layout string
+		env          map[string]string
+		allowed      bool
 	}{
-		{"default", nil, false},
-		{"named", map[string]string{"NCCL_ALGO": "hierrecdbl"}, true},
+		{"default", "pairs", nil, true},
+		{"no staging area", "pairs", map[string]string{"CC_ONESHOT_BYTES": "0"}, false},
+		{"over tcp", "pairs", map[string]string{"NCCL_SHM_DISABLE": "1"}, false},
+		{"one rank per host", "alone", nil, false},
+		{"named", "pairs", map[string]string{"NCCL_ALGO": "hierrecdbl"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := withHosts(t, hostLayouts(4)["pairs"], testParams(t, tc.env))
+			cs := withHosts(t, hostLayouts(4)[tc.layout], testParams(t, tc.env))
 			got := ranSmall(t, cs, "AllReduce", func(c *Comm, b []byte) error { return c.AllReduce(b, b, 2, reduce.Int32, reduce.Sum) })
 			for r, c := range cs {
 				if ok := c.model.Time(algos.AllReduce, algos.HierRecDbl, protocols.LL, 8, 1) >= 0; ok != tc.allowed {
 					t.Errorf("rank %d: HierRecDbl may run: %v, want %v", r, ok, tc.allowed)
 				}
-				if ran := got[r] == algos.HierRecDbl; ran != tc.allowed {
-					t.Errorf("rank %d ran %s (HierRecDbl allowed: %v)", r, got[r], tc.allowed)
+				best, _ := c.model.Decide(algos.AllReduce, 8, 1, -1)
+				if got[r] != best.Algo {
+					t.Errorf("rank %d ran %s, the model picks %s", r, got[r], best.Algo)
+				}
+				if tc.name == "named" && got[r] != algos.HierRecDbl {
+					t.Errorf("rank %d ran %s with NCCL_ALGO=hierrecdbl", r, got[r])
+				}
+				if !tc.allowed && got[r] == algos.HierRecDbl {
+					t.Errorf("rank %d ran HierRecDbl, which may not run here", r)
 				}
 			}
 		})

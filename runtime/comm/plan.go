@@ -92,17 +92,15 @@ func (c *Comm) logStepDisabled(a algos.Algo) string {
 	if a != algos.RecDbl && a != algos.Rabenseifner && a != algos.HierRecDbl {
 		return ""
 	}
-	if a == algos.HierRecDbl && !c.p.Algo.Set {
-		// Measured 2026-11-27 on 2 fake hosts x 2 ranks (cc-perf tune,
-		// 11 interleaved reps, load average 19-29 on 2 cores): every
-		// entry took 2-4 ms at 8 B-4 KiB and HierRecDbl won no size
-		// clearly (the ring's LL took 2.1 ms at 8 B, HierRecDbl 3.2-3.8
-		// ms): until a quieter run shows where it wins, it runs only
-		// where NCCL_ALGO names it. Those milliseconds were the hosts
-		// of one machine each counting all its cores (fixed since, see
-		// coreShare); after the fix, 3 runs at load 9-20 had every
-		// entry at 46-300 µs and still no clear winner.
-		return fmt.Sprintf("%s runs only where NCCL_ALGO names it (not yet measured to win on its own)", a)
+	if a == algos.HierRecDbl && !c.p.Algo.Set && !(c.hierOneChannel() && c.topo.NHosts() > 1 && c.topo.MaxPerHost() > 1) {
+		// On its own only staged, between hosts of which some have
+		// several ranks (hier.go). The FIFO form, measured 2026-11-27 on
+		// 2 fake hosts x 2 ranks under load 9-29 on 2 cores, won no size
+		// clearly; staged, 2026-11-28 on the same layout with the
+		// machine quiet, it took 0.61-0.85x the time of the tuner's pick
+		// at 8 B-32 KiB (runtime README). With one rank per host it is
+		// recursive doubling.
+		return fmt.Sprintf("%s runs on its own only between hosts with several ranks sharing memory (CC_ONESHOT_BYTES > 0, NCCL_SHM_DISABLE unset), elsewhere where NCCL_ALGO names it", a)
 	}
 	if c.topo.NHosts() == 1 && !c.p.SHMDisable && !c.p.Algo.Set {
 		return fmt.Sprintf("%s runs between hosts, or on one host over TCP (NCCL_SHM_DISABLE=1), unless NCCL_ALGO names it", a)

@@ -183,6 +183,9 @@ func (c *Comm) pickAlgos() []algos.Link {
 		}
 	}
 	c.model = tune.NewIntra(c.consts, c.topo, mask, c.tunerCfg, c.intraClass())
+	if c.hierOneChannel() {
+		c.model = c.model.WithStagedHier(c.topo) // hosts of several ranks stage it (hier.go)
+	}
 	return links
 }
 

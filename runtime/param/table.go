@@ -160,7 +160,7 @@ var knobs = append([]knob{
 	{
 		name: "CC_ONESHOT_BYTES", kind: KindInt, def: "262144",
 		allowed: fmt.Sprintf("0, or a multiple of 128 bytes up to %d", maxOneShotBytes),
-		doc:     "bytes of one slot of the OneShot rows' staging area (two per local rank, allocated in /dev/shm at Init when every rank is on one host); a call larger than a slot runs in slot-sized pieces; 0 turns the OneShot rows off",
+		doc:     "bytes of one slot of the OneShot rows' staging area (two per local rank, allocated in /dev/shm at Init when every rank is on one host, or on a host of several ranks when staged HierRecDbl may run); a call larger than a slot runs in slot-sized pieces; 0 turns the OneShot rows and staged HierRecDbl off",
 		parse: func(p *Params, v string) error {
 			n, err := strconv.Atoi(v)
 			switch {

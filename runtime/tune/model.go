@@ -66,6 +66,67 @@ func NewIntra(c *Consts, topo *algos.Topo, mask Mask, cfg *Config, intra Class) 
 	return m
 }
 
+// WithStagedHier returns the model with HierRecDbl priced in its staged
+// form (HierStagedSteps, HierStagedTraffic), which runtime/comm runs where
+// the hosts' ranks share a one-shot staging area: topo must be the
+// model's.
+func (m *Model) WithStagedHier(topo *algos.Topo) *Model {
+	w := *m
+	w.steps[algos.AllReduce][algos.HierRecDbl] = HierStagedSteps(topo)
+	w.traffic[algos.AllReduce][algos.HierRecDbl] = HierStagedTraffic(topo)
+	return &w
+}
+
+// HierStagedSteps are HierRecDbl's steps in its staged form: inside the
+// hosts of several ranks one synchronization up (every rank's input into
+// its slot, the leader reduces them) and one down (the leader's result
+// through its slot), whatever the ranks per host; between the hosts the
+// leaders' recursive doubling (algos.LogStepHops).
+func HierStagedSteps(topo *algos.Topo) Steps {
+	if topo.NRanks == 1 {
+		return Steps{}
+	}
+	s := Steps{Inter: algos.LogStepHops(algos.RecDbl, algos.AllReduce, topo.NHosts())}
+	if topo.MaxPerHost() > 1 {
+		s.Intra = 2
+	}
+	return s
+}
+
+// HierStagedTraffic is HierRecDbl's Traffic in its staged form: the whole
+// buffers the busiest leader exchanges with other leaders (log2 of the
+// hosts, once more folding when they are not a power of two), plus one
+// for the host's two phases (a leader reads its ranks' slots and writes
+// one in memory, several times faster than the links between hosts), over
+// the ring's 2(n-1)/n.
+func HierStagedTraffic(topo *algos.Topo) float64 {
+	n, nodes := topo.NRanks, topo.NHosts()
+	if n <= 1 {
+		return Traffic(algos.AllReduce, algos.HierRecDbl, n)
+	}
+	local := 0.0
+	if topo.MaxPerHost() > 1 {
+		local = 1
+	}
+	return leaderTraffic(local, n, nodes)
+}
+
+// leaderTraffic is the Traffic of a leader that moves local whole buffers
+// inside its host and exchanges the whole buffer with the other leaders,
+// log2 of the hosts times and once more folding when they are not a power
+// of two: over the ring's 2(n-1)/n.
+func leaderTraffic(local float64, n, nodes int) float64 {
+	bufs := local
+	if nodes > 1 {
+		pof2 := algos.Pof2Below(nodes)
+		bufs += float64(bits.Len(uint(pof2)) - 1)
+		if pof2 != nodes {
+			bufs++
+		}
+	}
+	return bufs / (2 * float64(n-1) / float64(n))
+}
+
 // Class is the job's slowest link class, whose bandwidth, efficiencies
 // and per-call latencies the model uses: Net when the job spans hosts or
 // the ranks of a host talk TCP, else SHM (SHMBusy on a host with more
@@ -296,16 +357,7 @@ func TrafficOn(coll algos.Coll, a algos.Algo, topo *algos.Topo) float64 {
 	if a != algos.HierRecDbl || n <= 1 {
 		return Traffic(coll, a, n)
 	}
-	nodes := topo.NHosts()
-	bufs := float64(topo.MaxPerHost() - 1)
-	if nodes > 1 {
-		pof2 := algos.Pof2Below(nodes)
-		bufs += float64(bits.Len(uint(pof2)) - 1)
-		if pof2 != nodes {
-			bufs++
-		}
-	}
-	return bufs / (2 * float64(n-1) / float64(n))
+	return leaderTraffic(float64(topo.MaxPerHost()-1), n, topo.NHosts())
 }
 
 // oneShotTraffic is OneShot's Traffic (reference small-message-algorithms.md

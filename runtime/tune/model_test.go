@@ -103,3 +103,48 @@ func TestIntraNetPricesSocketSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedHierPicked: on 2 hosts of 2 ranks with idle cores (shm inside
+// the hosts) the built-in constants pick staged HierRecDbl for an 8-byte
+// all-reduce (one step between hosts where recursive doubling over the 4
+// ranks takes two) and not for 16 MiB (it moves whole buffers, the ring
+// 2(n-1)/n). Where ranks outnumber cores each of its two synchronizations
+// costs a step of that class, staged or not, and recursive doubling keeps
+// 8 B (runtime README: staged measured 0.61-0.91x of it on 2 cores; the
+// tuner does not model the CPU that recursive doubling's extra TCP steps
+// take from the ranks sharing a core).
+func TestStagedHierPicked(t *testing.T) {
+	topo := algos.BlockTopo(2, 2)
+	var mask Mask
+	for _, a := range []algos.Algo{algos.Ring, algos.Tree, algos.RecDbl, algos.Rabenseifner, algos.HierRecDbl} {
+		for p := range protocols.Proto(protocols.NumProtos) {
+			mask[algos.AllReduce][a][p] = true
+		}
+	}
+	for _, tc := range []struct {
+		intra  Class
+		staged bool
+		size   int64
+		want   bool // HierRecDbl picked
+	}{
+		{SHM, true, 8, true},
+		{SHM, true, 16 << 20, false},
+		{SHMBusy, true, 8, false},
+		{SHMBusy, false, 8, false},
+	} {
+		m := NewIntra(Default(), topo, mask, nil, tc.intra)
+		if tc.staged {
+			m = m.WithStagedHier(topo)
+		}
+		best, _ := m.Decide(algos.AllReduce, tc.size, 1, -1)
+		if got := best.Algo == algos.HierRecDbl; got != tc.want {
+			t.Errorf("%s staged %v, %d B: picked %s, want HierRecDbl %v", tc.intra, tc.staged, tc.size, best, tc.want)
+		}
+	}
+	if s := HierStagedSteps(algos.BlockTopo(4, 8)); s != (Steps{Intra: 2, Inter: 2}) {
+		t.Errorf("4 hosts x 8: staged steps %+v, want 2 inside and 2 between", s)
+	}
+	if s := HierStagedSteps(algos.BlockTopo(4, 1)); s != (Steps{Inter: 2}) {
+		t.Errorf("4 hosts x 1: staged steps %+v, want 2 between", s)
+	}
+}

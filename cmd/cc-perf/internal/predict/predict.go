@@ -159,9 +159,14 @@ func (r *Row) Margin() float64 {
 	return r.Entries[r.Next].TimeUS/r.Entries[r.Best].TimeUS - 1
 }
 
-// modelled reports why the replay cannot run algorithm a, or "".
-func modelled(a algos.Algo) string {
+// modelled reports why the replay cannot run algorithm a on the
+// cluster, or "".
+func (c *Config) modelled(a algos.Algo) string {
 	switch a {
+	case algos.HierRecDbl:
+		if c.PPN > 1 {
+			return "HierRecDbl's one-shot phases inside hosts of several ranks are not modelled by the timed replay"
+		}
 	case algos.PAT:
 		return "PAT's slot programs are not modelled by the timed replay"
 	case algos.NVLS, algos.NVLSTree:
@@ -249,7 +254,7 @@ func (c *Config) Validate() error {
 		if why := c.unavailable(a); why != "" {
 			return fmt.Errorf("--algo %s: %s", a, why)
 		}
-		if why := modelled(a); why != "" {
+		if why := c.modelled(a); why != "" {
 			return fmt.Errorf("--algo %s: %s (want one of %s)", a, why, strings.Join(c.algoNames(fn), ", "))
 		}
 	}
@@ -305,7 +310,7 @@ func (c *Config) unavailable(a algos.Algo) string {
 func (c *Config) algoNames(fn algos.Coll) []string {
 	var out []string
 	for _, a := range algos.Preference {
-		if algos.Lookup(a, fn) != nil && modelled(a) == "" {
+		if algos.Lookup(a, fn) != nil && c.modelled(a) == "" {
 			out = append(out, a.String())
 		}
 	}
@@ -319,7 +324,7 @@ func (c *Config) candidates(fn algos.Coll) []candidate {
 	var out []candidate
 	for a := range algos.Algo(algos.NumAlgos) {
 		row := algos.Lookup(a, fn)
-		if row == nil || modelled(a) != "" {
+		if row == nil || c.modelled(a) != "" {
 			continue
 		}
 		if c.Algos == nil && (a == algos.RecDbl || a == algos.Rabenseifner) && c.Hosts == 1 {
