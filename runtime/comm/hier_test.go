@@ -1,8 +1,11 @@
 package comm
 
 import (
+	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/seed-760dd1f1/cc/runtime/reduce"
 )
 
 // TestHierRecDblStaged runs HierRecDbl's two forms over real connections:
@@ -48,5 +51,58 @@ func TestHierRecDblStaged(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestHierRecDblStagedAllocatesNothing: a repeated staged HierRecDbl
+// all-reduce (2 hosts of 2 ranks: the one-shot phases on every rank, the
+// leaders' exchange over TCP) allocates nothing on any rank, with each
+// protocol. Ranks 1-3 run in goroutines started beforehand and driven
+// through channels, as in TestRepeatedCollectiveAllocatesNothing.
+func TestHierRecDblStagedAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts skipped in -short mode")
+	}
+	const n, count = 4, 1024
+	for _, proto := range []string{"LL", "LL128", "Simple"} {
+		t.Run(proto, func(t *testing.T) {
+			cs := withHosts(t, []string{"a", "a", "b", "b"}, testParams(t, map[string]string{"NCCL_ALGO": "hierrecdbl", "NCCL_PROTO": proto}))
+			bufs := make([][2][]byte, n)
+			for r := range bufs {
+				bufs[r] = [2][]byte{make([]byte, 4*count), make([]byte, 4*count)}
+			}
+			call := func(r int) error { return cs[r].AllReduce(bufs[r][0], bufs[r][1], count, reduce.Float32, reduce.Sum) }
+			start, done := make([]chan struct{}, n), make(chan error, n)
+			for r := 1; r < n; r++ {
+				start[r] = make(chan struct{})
+				go func() {
+					for range start[r] {
+						done <- call(r)
+					}
+				}()
+				defer close(start[r])
+			}
+			run := func() {
+				for r := 1; r < n; r++ {
+					start[r] <- struct{}{}
+				}
+				err := call(0)
+				for r := 1; r < n; r++ {
+					err = errors.Join(err, <-done)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			run() // the first call builds the plan and compiles the programs
+			for r, c := range cs {
+				if c.last.plan == nil || c.last.plan.hier == nil {
+					t.Fatalf("rank %d did not run HierRecDbl staged", r)
+				}
+			}
+			if allocs := testing.AllocsPerRun(50, run); allocs != 0 {
+				t.Errorf("%v allocations per call, want 0", allocs)
+			}
+		})
 	}
 }
