@@ -176,7 +176,7 @@ func (ch *channel) openSend(peer int, p protocols.Proto, conn int) (sender, erro
 			c.infof(param.SubsysSHM, "%s: rank %d -> rank %d via SHM %s, protocol %s%s", ch.name(), c.rank, peer, c.seg.Name(), p, connName(conn))
 			return sc, nil
 		}
-		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, tcpSet(ch.id, conn), p, c.p.BuffSizeFor(p)/protocols.NSteps)
+		sc, err := c.tr.Connect(c.ctx, peer, c.peers[peer].Addr, tcpSet(ch.id, conn), p, c.buffSize[p]/protocols.NSteps)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (ch *channel) openRecv(peer int, p protocols.Proto, conn int) (receiver, er
 			}
 			return rc, nil
 		}
-		rc, err := c.tr.Accept(c.ctx, peer, tcpSet(ch.id, conn), p, c.p.BuffSizeFor(p)/protocols.NSteps)
+		rc, err := c.tr.Accept(c.ctx, peer, tcpSet(ch.id, conn), p, c.buffSize[p]/protocols.NSteps)
 		if err != nil {
 			return nil, err
 		}

@@ -15,8 +15,26 @@ import (
 
 // payloadStep is the payload one FIFO slot of protocol p carries.
 func (c *Comm) payloadStep(p protocols.Proto) int {
-	return p.Payload(c.p.BuffSizeFor(p) / protocols.NSteps)
+	return p.Payload(c.buffSize[p] / protocols.NSteps)
 }
+
+// setBuffSizes fixes the communicator's FIFO sizes once the topology is
+// known: the variables' values where set, else the protocol's default,
+// which for LL128 depends on whether the ranks talk TCP
+// (protocols.LL128NetBuffSize). Every rank computes the same: the
+// settings agree and the topology is the job's.
+func (c *Comm) setBuffSizes() {
+	tcp := c.topo.NHosts() > 1 || c.p.SHMDisable
+	for p := range protocols.Proto(protocols.NumProtos) {
+		c.buffSize[p] = c.p.BuffSizeFor(p)
+		if !c.p.IsSet(buffSizeVar[p]) {
+			c.buffSize[p] = p.DefaultBuffSizeFor(tcp)
+		}
+	}
+}
+
+// buffSizeVar names each protocol's FIFO size variable.
+var buffSizeVar = [protocols.NumProtos]string{protocols.Simple: "NCCL_BUFFSIZE", protocols.LL: "NCCL_LL_BUFFSIZE", protocols.LL128: "NCCL_LL128_BUFFSIZE"}
 
 // coll is one validated collective call.
 type coll struct {

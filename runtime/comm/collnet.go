@@ -114,7 +114,7 @@ func (ch *channel) serverLink(p protocols.Proto) (*collnet.Link, error) {
 		l, err := collnet.Dial(c.ctx, collnet.DialOptions{
 			Addr: c.p.CollNetServer, Job: cs.job, RetryCnt: c.p.SocketRetryCnt, RetrySleep: c.p.SocketRetrySleep,
 			Join: collnet.Join{Comm: c.job.ID, Rank: c.rank, NNodes: c.topo.NHosts(), Node: host, Rail: local,
-				Channel: ch.id, StepBytes: c.p.BuffSizeFor(p) / protocols.NSteps},
+				Channel: ch.id, StepBytes: c.buffSize[p] / protocols.NSteps},
 			OnError: func(err error) { c.fail(fmt.Errorf("rank %d: %w", c.rank, err)) },
 		})
 		if err != nil {

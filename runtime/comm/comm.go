@@ -99,8 +99,11 @@ type Comm struct {
 	consts   *tune.Consts          // rank 0's tuner constants
 	minCores int                   // the fewest cores of any rank's machine
 	cores    int                   // the cores this rank counts on (coreShare)
-	tunerCfg *tune.Config          // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
-	model    *tune.Model           // the tuner, over the entries that may run
+	// buffSize is each protocol's FIFO size in bytes (setBuffSizes): the
+	// user's NCCL_*BUFFSIZE, else the default for the transport in use.
+	buffSize [protocols.NumProtos]int
+	tunerCfg *tune.Config // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
+	model    *tune.Model  // the tuner, over the entries that may run
 
 	lastDecision decision          // the tuner's last answer
 	ran          tune.Choice       // how the last collective call ran (Ran)
@@ -261,6 +264,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		hostIDs[pi.Rank] = pi.HostID
 	}
 	c.topo = algos.NewTopo(hostIDs)
+	c.setBuffSizes()
 	// Every rank fails here alike, before anything a failing peer's abort
 	// could race with is built.
 	if err := c.checkCollNetForced(); err != nil {
@@ -363,9 +367,7 @@ func (c *Comm) openSHM(ctx context.Context, job wire.Job, cores int) error {
 	if n == 1 {
 		o.LocalRank = 0
 	}
-	o.BuffSize[protocols.Simple] = c.p.BuffSize
-	o.BuffSize[protocols.LL] = c.p.LLBuffSize
-	o.BuffSize[protocols.LL128] = c.p.LL128BuffSize
+	o.BuffSize = c.buffSize
 	if nvlsWanted(c.p) {
 		o.McastStep = c.p.NVLSChunkSize
 	}

@@ -498,7 +498,10 @@ type shape struct {
 
 func (c *Config) shape(k candidate, nbytes int64) shape {
 	p := k.proto
-	sh := shape{g: k.row.Geometry[p], step: p.Payload(p.DefaultBuffSize() / protocols.NSteps), align: int64(max(1, 16/c.ElemSize))}
+	// The runtime's default FIFO for the transport: LL128's is smaller
+	// where ranks talk TCP (protocols.LL128NetBuffSize).
+	step := p.Payload(p.DefaultBuffSizeFor(c.Hosts > 1) / protocols.NSteps)
+	sh := shape{g: k.row.Geometry[p], step: step, align: int64(max(1, 16/c.ElemSize))}
 	sh.chunk = k.row.ChunkFor(&algos.ChunkArgs{Proto: p, Geometry: sh.g, StepPayload: sh.step, ElemSize: c.ElemSize,
 		Align: sh.align, Bytes: nbytes, NChannels: 1, Topo: c.topo()})
 	sh.transfers = c.transfers(k.row.Algo, sh.g, c.Hosts*c.PPN, nbytes, sh.chunk*int64(c.ElemSize))
