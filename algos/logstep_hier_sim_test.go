@@ -138,13 +138,9 @@ func runHierStaged(c hierStagedCase) error {
 		}
 		ranks[r] = sim.Rank{In: in, Out: out}
 		o.in = append(o.in, slices.Clone(in))
-		want := slices.Clone(out)
-		for e := int64(base); e < base+c.count; e++ {
-			want[e] = 0 // filled below, once the inputs are all in
-		}
-		o.out = append(o.out, want)
+		o.out = append(o.out, slices.Clone(out))
 	}
-	for r := range n {
+	for r := range n { // once every input is in
 		for e := int64(base); e < base+c.count; e++ {
 			o.out[r][e] = o.reduced(e)
 		}

@@ -217,30 +217,40 @@ func (c *Comm) runFlat(k *coll) error {
 		k.prog = nil // no repeat: the full path leads here again
 		return c.cmaRun(k)
 	}
-	pre := k.fn != nil && k.fn.HasPre()
-	overlap := overlaps(k.send, k.recv)
-	v := 0 // which of the plan's programs: by pre-op, then overlap
-	switch {
-	case pre:
-	case overlap:
-		v = 1
-	default:
-		v = 2
-	}
-	prog := k.plan.progs[v]
-	if prog == nil {
-		var err error
-		call := engine.FlatCall{Rank: c.rank, Elem: int64(k.dt.Size()), Inline: k.plan.inline, Pre: pre, Overlap: overlap}
-		if prog, err = engine.CompileFlat(k.plan.flat, call, k.fn != nil); err != nil {
-			return c.flatFailed(k, err)
-		}
-		k.plan.progs[v] = prog
+	prog, err := flatProgram(&k.plan.progs, k.plan.flat, k, c.rank, k.plan.inline)
+	if err != nil {
+		return c.flatFailed(k, err)
 	}
 	k.prog = prog
 	if err := prog.Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn); err != nil {
 		return c.flatFailed(k, err)
 	}
 	return nil
+}
+
+// flatProgram returns the program of plans (this rank's, as rank in the
+// staging area) for calls like k, compiled into progs on first use: one
+// per kind of call, by pre-op, then Output overlapping Input, then the
+// rest. inline: every piece fits the area's inline bytes.
+func flatProgram(progs *[3]*engine.FlatProgram, plans []algos.FlatPlan, k *coll, rank int, inline bool) (*engine.FlatProgram, error) {
+	pre := k.fn != nil && k.fn.HasPre()
+	overlap := overlaps(k.send, k.recv)
+	v := 2
+	switch {
+	case pre:
+		v = 0
+	case overlap:
+		v = 1
+	}
+	if progs[v] == nil {
+		call := engine.FlatCall{Rank: rank, Elem: int64(k.dt.Size()), Inline: inline, Pre: pre, Overlap: overlap}
+		prog, err := engine.CompileFlat(plans, call, k.fn != nil)
+		if err != nil {
+			return nil, err
+		}
+		progs[v] = prog
+	}
+	return progs[v], nil
 }
 
 // flatFailed fails the communicator with err, a flat call's, and returns

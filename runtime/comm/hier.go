@@ -19,8 +19,8 @@ import (
 type hierPlan struct {
 	up, down             []algos.FlatPlan
 	upInline, downInline bool
-	// ups are up's programs, compiled on first use as plan.progs (by
-	// pre-op, then overlap); down's runs in place without a reduction.
+	// ups are up's programs, compiled on first use as plan.progs
+	// (flatProgram); down's runs in place without a reduction.
 	ups      [3]*engine.FlatProgram
 	downProg *engine.FlatProgram
 	// across: this rank has exchanges with other hosts' leaders.
@@ -31,7 +31,7 @@ type hierPlan struct {
 // ranks share memory, the one-shot area is on, and HierRecDbl may run.
 // It needs only what every rank of the host shares.
 func (c *Comm) hierWanted() bool {
-	return !c.p.SHMDisable && c.p.OneShotBytes > 0 && len(c.localIndex) > 1 &&
+	return c.hierOneChannel() && len(c.localIndex) > 1 &&
 		c.p.Algo.For(algos.AllReduce).Has(algos.HierRecDbl) && c.logStepDisabled(algos.HierRecDbl) == ""
 }
 
@@ -44,23 +44,20 @@ func (c *Comm) hierStaged() bool { return c.flat.area != nil && len(c.localIndex
 // leader alone on its host included).
 func (c *Comm) hierOneChannel() bool { return !c.p.SHMDisable && c.p.OneShotBytes > 0 }
 
-// makeHierPlan turns pl, the plan of a HierRecDbl call on one channel,
-// into its staged form: this local rank's up and down pieces, and the
-// across schedule in place of the FIFO form's.
-func (c *Comm) makeHierPlan(k *coll, pl *plan) {
+// hierPhases is a staged HierRecDbl call's plan besides its across
+// schedule (the plan's only one, made by makePlan): this local rank's up
+// and down pieces, and whether across has exchanges for it.
+func (c *Comm) hierPhases(k *coll, across algos.Schedule) *hierPlan {
 	nl, es := len(c.localIndex), int64(k.dt.Size())
 	slotElems := int64(c.flat.slot) / es
 	h := &hierPlan{
-		up:   algos.HierRecDblUp(c.localRank, nl, c.topo.NHosts() > 1, k.count, slotElems),
-		down: algos.HierRecDblDown(c.localRank, nl, k.count, slotElems),
+		up:     algos.HierRecDblUp(c.localRank, nl, c.topo.NHosts() > 1, k.count, slotElems),
+		down:   algos.HierRecDblDown(c.localRank, nl, k.count, slotElems),
+		across: len(across.Lanes[0].Ops) > 0,
 	}
 	h.upInline = engine.FlatFits(h.up, es, c.flat.area.InlineBytes())
 	h.downInline = engine.FlatFits(h.down, es, c.flat.area.InlineBytes())
-	sched := algos.Single(algos.HierRecDblAcross(c.rank, c.topo, pl.args0.Part))
-	h.across = len(sched.Lanes[0].Ops) > 0
-	pl.scheds[0] = sched
-	pl.polls = pollingLanes(sched, c.isLocal, pl.slices(es))
-	pl.hier = h
+	return h
 }
 
 // runHier runs a staged HierRecDbl call on the caller's goroutine: up
@@ -68,22 +65,9 @@ func (c *Comm) makeHierPlan(k *coll, pl *plan) {
 // down through the staging area.
 func (c *Comm) runHier(k *coll, chn *channel) error {
 	h := k.plan.hier
-	pre := k.fn != nil && k.fn.HasPre()
-	overlap := overlaps(k.send, k.recv)
-	v := 2
-	switch {
-	case pre:
-		v = 0
-	case overlap:
-		v = 1
-	}
-	if h.ups[v] == nil {
-		call := engine.FlatCall{Rank: c.localRank, Elem: int64(k.dt.Size()), Inline: h.upInline, Pre: pre, Overlap: overlap}
-		prog, err := engine.CompileFlat(h.up, call, true)
-		if err != nil {
-			return c.flatFailed(k, err)
-		}
-		h.ups[v] = prog
+	up, err := flatProgram(&h.ups, h.up, k, c.localRank, h.upInline)
+	if err != nil {
+		return c.flatFailed(k, err)
 	}
 	if h.downProg == nil {
 		call := engine.FlatCall{Rank: c.localRank, Elem: int64(k.dt.Size()), Inline: h.downInline, Overlap: true}
@@ -93,7 +77,7 @@ func (c *Comm) runHier(k *coll, chn *channel) error {
 		}
 		h.downProg = prog
 	}
-	if err := h.ups[v].Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn); err != nil {
+	if err := up.Run(c.flat.area, &c.flat.seq, k.send, k.recv, k.fn); err != nil {
 		return c.flatFailed(k, err)
 	}
 	if h.across {

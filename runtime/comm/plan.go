@@ -98,7 +98,8 @@ func (c *Comm) logStepDisabled(a algos.Algo) string {
 		// 2 fake hosts x 2 ranks under load 9-29 on 2 cores, won no size
 		// clearly; staged, 2026-11-28 on the same layout with the
 		// machine quiet, it took 0.61-0.85x the time of the tuner's pick
-		// at 8 B-32 KiB (runtime README). With one rank per host it is
+		// at 8 B-32 KiB, and 0.68-0.85x up to 4 KiB, 1.03x at 32 KiB in
+		// a second sweep (runtime README). With one rank per host it is
 		// recursive doubling.
 		return fmt.Sprintf("%s runs on its own only between hosts with several ranks sharing memory (CC_ONESHOT_BYTES > 0, NCCL_SHM_DISABLE unset), elsewhere where NCCL_ALGO names it", a)
 	}
@@ -327,6 +328,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 	pl.chunk = k.algo.ChunkFor(&algos.ChunkArgs{Proto: k.proto, Geometry: pl.geo, StepPayload: pl.step,
 		ElemSize: int(esize), Align: align, Bytes: k.nbytes, NChannels: k.channels, Topo: c.topo, NVLSChunk: c.p.NVLSChunkSize})
 	pl.scheds = make([]algos.Schedule, k.channels)
+	staged := k.algo.Algo == algos.HierRecDbl && c.hierStaged() // one channel (choose)
 	for ch := range pl.scheds {
 		off, n := partition(k.count, k.channels, align, ch)
 		a := algos.Args{Rank: c.rank, Topo: c.topo, Root: k.root, Count: k.count,
@@ -335,12 +337,16 @@ func (c *Comm) makePlan(k *coll) *plan {
 		if ch == 0 {
 			pl.args0 = a
 		}
-		pl.scheds[ch] = k.algo.Gen(&a)
+		if staged {
+			pl.scheds[ch] = algos.Single(algos.HierRecDblAcross(c.rank, c.topo, a.Part)) // the engine's part (hier.go)
+		} else {
+			pl.scheds[ch] = k.algo.Gen(&a)
+		}
 		pl.server = append(pl.server, k.algo.Algo == algos.CollNetDirect && talksToServer(pl.scheds[ch], algos.CollNetPeer(c.nranks)))
 		pl.polls += pollingLanes(pl.scheds[ch], c.isLocal, pl.slices(esize))
 	}
-	if k.algo.Algo == algos.HierRecDbl && c.hierStaged() {
-		c.makeHierPlan(k, pl)
+	if staged {
+		pl.hier = c.hierPhases(k, pl.scheds[0])
 	}
 	return pl
 }
