@@ -38,7 +38,9 @@ type Algorithm struct {
 	// WritesOutputOnce says that the schedules never write Input and write
 	// every element of Output at most once, so that a value already final in
 	// user memory may be sent from there (by reference) when the call is
-	// not in place. The simulator checks it for every row that claims it.
+	// not in place, or is an in-place all-gather or broadcast (whose one
+	// write of Input's memory is Input's own value). The simulator checks
+	// it for every row that claims it.
 	WritesOutputOnce bool
 
 	// Flat, when not nil, replaces Gen and Peers: the row runs in one

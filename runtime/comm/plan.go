@@ -365,8 +365,21 @@ func (c *Comm) task(k *coll, ch int) *engine.Task {
 	t := &c.tasks[ch]
 	*t = engine.Task{Sched: k.plan.scheds[ch], In: k.send, Out: k.recv, Type: k.dt, Fn: k.fn,
 		StepPayload: k.plan.step, ChunkSteps: k.plan.geo.ChunkSteps, SliceSteps: k.plan.geo.SliceSteps,
-		Stable: k.algo.WritesOutputOnce && !k.inPlace, PeerIn: k.peerIn}
+		OutOnce: k.algo.WritesOutputOnce, Stable: stable(k), PeerIn: k.peerIn}
 	return t
+}
+
+// stable reports whether k's engine tasks may send slices straight from
+// its Input (engine.Task.Stable): its row writes every element of Output
+// at most once and never Input, and Input is not Output. In place, Input is
+// Output's block of this rank. That is still stable for all-gather and
+// broadcast, whose Output there can only ever receive the value Input
+// already holds (written once, with its final value); for the reductions
+// it receives a different value while slices sent from Input may still be
+// on their way. Slices sent from Output need only the row's one write
+// (engine.Task.OutOnce), in place or not.
+func stable(k *coll) bool {
+	return k.algo.WritesOutputOnce && (!k.inPlace || k.kind == algos.AllGather || k.kind == algos.Broadcast)
 }
 
 // runColls runs collectives in order, each channel's share on its own

@@ -69,6 +69,17 @@ type RefSender interface {
 	Flush() error
 }
 
+// SyncRefSender is a RefSender whose PostRef has written b out when it
+// returns (TCP's LL and LL128, whose frames the engine's goroutine writes
+// itself). It may send from user memory that the task changes later, such
+// as the Input of an in-place call: what goes out is what is there at the
+// call, as a copy into the FIFO would have taken.
+type SyncRefSender interface {
+	RefSender
+	// RefDoneOnReturn marks the type; it does nothing.
+	RefDoneOnReturn()
+}
+
 // DirectReceiver is a RecvConn that can receive a slice straight into the
 // caller's memory, without the engine copying it out of the FIFO (TCP: the
 // payload goes from the socket into dst when it is still there).
@@ -129,10 +140,16 @@ type Task struct {
 	ChunkSteps  int // slots per chunk
 	SliceSteps  int // slots per slice
 
-	// Stable says that, during the task, In is not modified and every
-	// element of Out is written at most once (a schedule whose algorithm
-	// writes Output once, in a call that is not in place): slices may then
-	// be sent from In or Out directly, without a copy into the FIFO.
+	// OutOnce says that, during the task, every element of Out is written
+	// at most once (a schedule whose algorithm writes Output once, in or
+	// out of place): a slice's value, once in Out, stays there, and may be
+	// sent from there directly, without a copy into the FIFO.
+	OutOnce bool
+
+	// Stable says that, besides, In is not modified (OutOnce in a call
+	// that is not in place, or an in-place all-gather or broadcast, where
+	// In's only write is its own value): a slice of In may be sent from
+	// there directly too.
 	Stable bool
 
 	// PeerIn is, by rank, the Input of the other ranks of this host whose
@@ -183,10 +200,7 @@ func runOp(t *Task, op *algos.Op, conns Conns, esize int) (RefSender, error) {
 			return nil, err
 		}
 	}
-	var ref RefSender
-	if r, ok := send.(RefSender); ok && t.Stable && refValue(t, op) {
-		ref = r
-	}
+	ref := refSender(t, op, send)
 	step := sliceElems(t, op.Count, esize)
 	for off := int64(0); off < op.Count; off += step {
 		n := min(step, op.Count-off)
@@ -197,14 +211,29 @@ func runOp(t *Task, op *algos.Op, conns Conns, esize int) (RefSender, error) {
 	return ref, nil
 }
 
+// refSender returns send as a RefSender when op's slices may be sent
+// from user memory over it, else nil.
+func refSender(t *Task, op *algos.Op, send SendConn) RefSender {
+	r, ok := send.(RefSender)
+	if !ok {
+		return nil
+	}
+	if _, sync := send.(SyncRefSender); refValue(t, op, sync) {
+		return r
+	}
+	return nil
+}
+
 // refValue reports whether an Op's value ends up in user memory that can be
-// sent from directly: its destination, or its unmodified local operand.
-func refValue(t *Task, op *algos.Op) bool {
+// sent from directly: its destination, where Out is written once, or its
+// unmodified local operand, where In is stable too; either, whatever the
+// task, over a connection that has sent it when PostRef returns (sync).
+func refValue(t *Task, op *algos.Op, sync bool) bool {
 	if op.Dst != algos.None {
-		return true
+		return sync || t.OutOnce || t.Stable
 	}
 	plainLocal := op.RecvFrom == algos.NoPeer && op.Src != algos.None && !op.PostOp
-	return plainLocal && !(op.Src == algos.Input && t.Fn != nil && t.Fn.HasPre())
+	return (sync || t.Stable) && plainLocal && !(op.Src == algos.Input && t.Fn != nil && t.Fn.HasPre())
 }
 
 // runSlice performs one slice of an Op: receive, combine with the local

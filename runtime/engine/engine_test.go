@@ -41,7 +41,8 @@ type memConn struct {
 	slices    chan memSlice
 	cur       int
 	buf       []byte
-	refs      int
+	refs      int // slices sent by PostRef
+	posts     int // and by Post
 	last      memSlice
 }
 
@@ -61,6 +62,7 @@ func (c *memConn) Acquire(nsteps int) ([]byte, error) {
 }
 
 func (c *memConn) Post(n int) error {
+	c.posts++
 	c.slices <- memSlice{data: c.buf[:n], nsteps: c.cur}
 	return nil
 }
@@ -86,10 +88,90 @@ func (c *memConn) Release() error { return nil }
 type memConns struct {
 	send map[int]*memConn
 	recv map[int]*memConn
+	sync bool // send over syncMemConns
 }
 
-func (m memConns) SendTo(p, _ int) (SendConn, error)   { return m.send[p], nil }
+// syncMemConn is a memConn that says what memConn does: PostRef copies b
+// before it returns (engine.SyncRefSender).
+type syncMemConn struct{ *memConn }
+
+func (syncMemConn) RefDoneOnReturn() {}
+
+func (m memConns) SendTo(p, _ int) (SendConn, error) {
+	if m.sync {
+		return syncMemConn{m.send[p]}, nil
+	}
+	return m.send[p], nil
+}
+
 func (m memConns) RecvFrom(p, _ int) (RecvConn, error) { return m.recv[p], nil }
+
+// ringPair runs a 2-rank ring all-reduce of count int32 with op through
+// in-memory connections (over syncMemConns when synced): rank r's input is
+// 100r+i, in a buffer of its own or, inPlace, in its output. set adjusts
+// each rank's task. It returns the outputs and the connections 0->1, 1->0.
+func ringPair(t *testing.T, count int, op reduce.Op, scalar float64, synced, inPlace bool, set func(*Task)) (outs [2][]byte, a, b *memConn) {
+	t.Helper()
+	const n = 2
+	a, b = newMemConn(64), newMemConn(64)
+	conns := []memConns{
+		{send: map[int]*memConn{1: a}, recv: map[int]*memConn{1: b}, sync: synced},
+		{send: map[int]*memConn{0: b}, recv: map[int]*memConn{0: a}, sync: synced},
+	}
+	var wg sync.WaitGroup
+	var errs [n]error
+	for r := 0; r < n; r++ {
+		in := make([]int32, count)
+		for i := range in {
+			in[i] = int32(100*r + i)
+		}
+		fn, err := reduce.NewFunc(reduce.Int32, op, n, scalar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := &Task{Sched: algos.Single(algos.RingAllReduce(r, n, algos.Part{Count: int64(count), Chunk: 8, Align: 4})),
+			In: i32(in...), Type: reduce.Int32, Fn: fn, StepPayload: 64, ChunkSteps: 4, SliceSteps: 2}
+		task.Out = task.In
+		if !inPlace {
+			task.Out = make([]byte, 4*count)
+		}
+		set(task)
+		outs[r] = task.Out
+		wg.Add(1)
+		go func(r int) { defer wg.Done(); errs[r] = Run(task, conns[r]) }(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("%s sync=%v in place %v rank %d: %v", op, synced, inPlace, r, err)
+		}
+	}
+	return outs, a, b
+}
+
+// TestSyncSenderInPlace: a connection whose PostRef has sent b when it
+// returns (SyncRefSender) takes every slice whose value is in user memory
+// by reference, even in an in-place all-reduce, whose Output overwrites
+// the Input it sends from (a task neither OutOnce nor Stable); an
+// asynchronous one takes none there. The sums are right either way.
+func TestSyncSenderInPlace(t *testing.T) {
+	const count = 37
+	for _, synced := range []bool{false, true} {
+		outs, a, b := ringPair(t, count, reduce.Sum, 0, synced, true, func(*Task) {})
+		for r, out := range outs {
+			for i := 0; i < count; i++ {
+				if got, want := int32(binary.LittleEndian.Uint32(out[4*i:])), int32(100+2*i); got != want {
+					t.Fatalf("sync=%v rank %d elem %d = %d, want %d", synced, r, i, got, want)
+				}
+			}
+		}
+		// Two ranks: every slice's value is in user memory, Input's or
+		// Output's, so a sync connection copies none into its FIFO.
+		if refs, posts := a.refs+b.refs, a.posts+b.posts; synced && (refs == 0 || posts != 0) || !synced && refs != 0 {
+			t.Errorf("sync=%v: %d slices sent by reference, %d through the FIFO", synced, refs, posts)
+		}
+	}
+}
 
 func i32(v ...int32) []byte {
 	b := make([]byte, 4*len(v))
@@ -103,7 +185,7 @@ func i32(v ...int32) []byte {
 // then divide) and premulsum through in-memory connections: the pre-op must
 // apply once to every input element, the post-op once to every output.
 func TestRunAllReducePrePost(t *testing.T) {
-	const n, count = 2, 37
+	const count = 37
 	for _, tc := range []struct {
 		op     reduce.Op
 		scalar float64
@@ -112,43 +194,20 @@ func TestRunAllReducePrePost(t *testing.T) {
 		{reduce.Avg, 0, func(i int) int32 { return (int32(i) + int32(100+i)) / 2 }},
 		{reduce.PreMulSum, 3, func(i int) int32 { return 3 * (int32(i) + int32(100+i)) }},
 	} {
-		for _, stable := range []bool{false, true} {
-			a, b := newMemConn(64), newMemConn(64) // 0->1, 1->0
-			conns := []memConns{
-				{send: map[int]*memConn{1: a}, recv: map[int]*memConn{1: b}},
-				{send: map[int]*memConn{0: b}, recv: map[int]*memConn{0: a}},
-			}
-			outs := [][]byte{make([]byte, 4*count), make([]byte, 4*count)}
-			var wg sync.WaitGroup
-			errs := make([]error, n)
-			for r := 0; r < n; r++ {
-				in := make([]int32, count)
-				for i := range in {
-					in[i] = int32(100*r + i)
-				}
-				fn, err := reduce.NewFunc(reduce.Int32, tc.op, n, tc.scalar)
-				if err != nil {
-					t.Fatal(err)
-				}
-				task := &Task{Sched: algos.Single(algos.RingAllReduce(r, n, algos.Part{Count: count, Chunk: 8, Align: 4})),
-					In: i32(in...), Out: outs[r], Type: reduce.Int32, Fn: fn,
-					StepPayload: 64, ChunkSteps: 4, SliceSteps: 2, Stable: stable}
-				wg.Add(1)
-				go func(r int) { defer wg.Done(); errs[r] = Run(task, conns[r]) }(r)
-			}
-			wg.Wait()
-			for r := 0; r < n; r++ {
-				if errs[r] != nil {
-					t.Fatalf("%s rank %d: %v", tc.op, r, errs[r])
-				}
+		for _, mode := range []struct{ outOnce, stable bool }{{false, false}, {true, false}, {false, true}} {
+			outs, a, b := ringPair(t, count, tc.op, tc.scalar, false, false, func(task *Task) {
+				task.OutOnce, task.Stable = mode.outOnce, mode.stable
+			})
+			for r, out := range outs {
 				for i := 0; i < count; i++ {
-					if got := int32(binary.LittleEndian.Uint32(outs[r][4*i:])); got != tc.want(i) {
-						t.Fatalf("%s stable=%v rank %d elem %d = %d, want %d", tc.op, stable, r, i, got, tc.want(i))
+					if got := int32(binary.LittleEndian.Uint32(out[4*i:])); got != tc.want(i) {
+						t.Fatalf("%s %+v rank %d elem %d = %d, want %d", tc.op, mode, r, i, got, tc.want(i))
 					}
 				}
 			}
-			if refs := a.refs + b.refs; stable == (refs == 0) {
-				t.Errorf("%s stable=%v: %d slices sent by reference", tc.op, stable, refs)
+			// Either way the all-gather half's slices go from Out.
+			if refs, any := a.refs+b.refs, mode.outOnce || mode.stable; any == (refs == 0) {
+				t.Errorf("%s %+v: %d slices sent by reference", tc.op, mode, refs)
 			}
 		}
 	}

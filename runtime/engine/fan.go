@@ -28,14 +28,13 @@ func runFanOp(t *Task, op *algos.Op, conns Conns, esize int, st *laneState) erro
 		}
 		fc.recv[k] = c
 	}
-	byRef := t.Stable && refValue(t, op)
 	for k := range fc.ns {
 		c, err := conns.SendTo(op.SendPeer(k), int(op.Conn))
 		if err != nil {
 			return err
 		}
 		fc.send[k] = c
-		if r, ok := c.(RefSender); ok && byRef {
+		if r := refSender(t, op, c); r != nil {
 			fc.ref[k] = r
 			st.addRef(r)
 		}

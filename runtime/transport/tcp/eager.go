@@ -99,6 +99,10 @@ func (c *EagerSendConn) PostRef(b []byte) error { return c.send(b) }
 // nothing is left in the caller's memory.
 func (c *EagerSendConn) Flush() error { return nil }
 
+// RefDoneOnReturn implements engine.SyncRefSender: PostRef writes
+// synchronously, so the engine may send from memory it changes later.
+func (c *EagerSendConn) RefDoneOnReturn() {}
+
 // send writes payload b as the frame of the acquired slice.
 func (c *EagerSendConn) send(b []byte) error {
 	if room := c.cur * c.proto.Payload(c.stepBytes); len(b) > room {
