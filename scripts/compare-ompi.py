@@ -9,7 +9,8 @@
                          --tools ompi,cc[,ccB] --reps 3
       Prints, per configuration and collective, the median over the
       repetitions of each size's out-of-place time and busbw for every tool,
-      and the ratios to Open MPI; then one matrix of ratios per tool.
+      and the ratios to Open MPI; then one matrix of ratios per tool, out of
+      place, and the same matrices in place (MPI_IN_PLACE for Open MPI).
       DIR holds CONFIG.COLL.TOOL.REP.out (REP from 1).
 
 Tables are parsed as every nccl-tests parser does: '#' lines are comments;
@@ -40,7 +41,8 @@ class TableError(Exception):
 
 
 def parse(path):
-    """Returns ({size: (time_us, busbw)} out of place, [wrong counts], oob)."""
+    """Returns ({size: (time_us, busbw) out of place + (time_us, busbw) in
+    place}, [wrong counts], oob)."""
     rows, wrongs, oob = {}, [], None
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
@@ -57,7 +59,7 @@ def parse(path):
             if halves is None:
                 raise TableError(f"{path}:{n}: not an nccl-tests row ({len(fields)} fields): {s!r}")
             try:
-                rows[int(fields[0])] = (float(halves[0][0]), float(halves[0][2]))
+                rows[int(fields[0])] = tuple(float(h[i]) for h in halves for i in (0, 2))
                 for h in halves:
                     if h[3] != "N/A":
                         wrongs.append((n, float(h[3])))
@@ -113,8 +115,9 @@ def ratio(num, den):
     return f"{r:.2f}"
 
 
-def medians(d, config, coll, tool, reps):
-    """Returns {size: (median time, median busbw)} over the repetitions."""
+def medians(d, config, coll, tool, reps, half=0):
+    """Returns {size: (median time, median busbw)} over the repetitions, out
+    of place (half 0) or in place (half 1)."""
     runs = []
     for rep in range(1, reps + 1):
         rows, _, _ = parse(os.path.join(d, f"{config}.{coll}.{tool}.{rep}.out"))
@@ -123,7 +126,8 @@ def medians(d, config, coll, tool, reps):
     for i, r in enumerate(runs[1:], 2):
         if sorted(r) != sizes:
             raise TableError(f"{config} {coll} {tool}: repetition {i} has other sizes than repetition 1")
-    return {s: (statistics.median(r[s][0] for r in runs), statistics.median(r[s][1] for r in runs)) for s in sizes}
+    i = 2 * half
+    return {s: (statistics.median(r[s][i] for r in runs), statistics.median(r[s][i + 1] for r in runs)) for s in sizes}
 
 
 def latency_size(sizes):
@@ -187,17 +191,19 @@ def report(args, out=sys.stdout):
     tools = args.tools.split(",")
     if tools[0] != "ompi" or not set(tools) <= set(TOOL_NAMES):
         raise TableError(f"--tools {args.tools}: want ompi,cc or ompi,cc,ccB")
-    cols = []
+    cols, cols_ip = [], []
     for config in args.configs.split(","):
         for coll in args.colls.split(","):
             med = {t: medians(args.dir, config, coll, t, args.reps) for t in tools}
             table(config, coll, med, tools, args.reps, out)
             cols.append((config, coll, med))
+            cols_ip.append((config, coll, {t: medians(args.dir, config, coll, t, args.reps, 1) for t in tools}))
     ratio_note = "busbw ratio = time ratio, >= 1: as fast or faster"
-    matrix(f"cc / Open MPI ({ratio_note}; median of {args.reps})", cols, "cc", "ompi", out)
-    if "ccB" in tools:
-        matrix(f"cc-B / Open MPI ({ratio_note})", cols, "ccB", "ompi", out)
-        matrix("cc-B / cc (>= 1: cc-B as fast or faster)", cols, "ccB", "cc", out)
+    for place, cs in (("", cols), (", in place", cols_ip)):
+        matrix(f"cc / Open MPI{place} ({ratio_note}; median of {args.reps})", cs, "cc", "ompi", out)
+        if "ccB" in tools:
+            matrix(f"cc-B / Open MPI{place} ({ratio_note})", cs, "ccB", "ompi", out)
+            matrix(f"cc-B / cc{place} (>= 1: cc-B as fast or faster)", cs, "ccB", "cc", out)
 
 
 def main(argv):

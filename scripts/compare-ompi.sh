@@ -25,7 +25,8 @@ usage: scripts/compare-ompi.sh [flags]
 Open MPI (ompi_perf) against cc (ccrun + cc-perf), interleaved, for each
 configuration and collective; prints medians over the repetitions of the
 out-of-place time and busbw per size, and ratios where >= 1 means cc is as
-fast or faster (Open MPI's time / cc's time = cc's busbw / Open MPI's busbw).
+fast or faster (Open MPI's time / cc's time = cc's busbw / Open MPI's busbw),
+out of place and in place.
 
 flags (each also read from the environment variable in brackets):
   -r, --reps N          repetitions of each run (REPS, default 3)
