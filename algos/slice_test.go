@@ -1,6 +1,10 @@
 package algos
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/seed-760dd1f1/cc/protocols"
+)
 
 func TestSliceElems(t *testing.T) {
 	// 512 KiB slots of float32: 131072 elements a slot; ring Simple: 4
@@ -25,6 +29,38 @@ func TestSliceElems(t *testing.T) {
 		}
 		if got := NumSlices(tc.g, 512<<10, tc.nelem, 4); got != tc.nsli {
 			t.Errorf("NumSlices(%+v, nelem %d) = %d, want %d", tc.g, tc.nelem, got, tc.nsli)
+		}
+	}
+}
+
+// TestFramedChunk: over frames (TCP) LL128's chunk halves while it is
+// larger than a channel's share of one rank's block, down to
+// FramedMinChunk; large calls, shared memory and the other protocols keep
+// the step.
+func TestFramedChunk(t *testing.T) {
+	const step = 144000 // LL128's payload per step of protocols.LL128NetBuffSize
+	for _, tc := range []struct {
+		proto  protocols.Proto
+		framed bool
+		n, nch int
+		bytes  int64
+		want   int64 // bytes
+	}{
+		{protocols.LL128, true, 2, 1, 128 << 10, 36000}, // 64 KiB each: 2 frames, as LL's 32 KiB slots
+		{protocols.LL128, true, 2, 1, 256 << 10, 72000}, // 128 KiB each: 2 frames
+		{protocols.LL128, true, 2, 1, 1 << 20, step},    // 512 KiB each: 4 frames of a step
+		{protocols.LL128, true, 2, 2, 512 << 10, 72000}, // per channel 128 KiB each
+		{protocols.LL128, true, 8, 1, 1 << 20, 72000},   // 128 KiB each
+		{protocols.LL128, true, 8, 1, 8 << 20, step},    // 1 MiB each
+		{protocols.LL128, true, 2, 1, 8, 36000},         // never under FramedMinChunk
+		{protocols.LL128, false, 2, 1, 128 << 10, step}, // shared memory: lines pipeline
+		{protocols.LL, true, 2, 1, 128 << 10, step},     // only LL128 shrinks
+		{protocols.Simple, true, 2, 1, 128 << 10, step},
+	} {
+		c := &ChunkArgs{Proto: tc.proto, Geometry: Geometry{ChunkSteps: 1, SliceSteps: 1}, StepPayload: step,
+			ElemSize: 1, Align: 1, Bytes: tc.bytes, NChannels: tc.nch, Topo: FlatTopo(tc.n), Framed: tc.framed}
+		if got := DefaultChunk(c); got != tc.want {
+			t.Errorf("%s framed %v, %d ranks, %d channels, %d bytes: chunk %d bytes, want %d", tc.proto, tc.framed, tc.n, tc.nch, tc.bytes, got, tc.want)
 		}
 	}
 }

@@ -112,13 +112,52 @@ type ChunkArgs struct {
 	NChannels   int      // channels the collective runs on
 	Topo        *Topo
 	NVLSChunk   int // NVLS's chunk in bytes (NCCL_NVLS_CHUNKSIZE); 0 means DefaultNVLSChunk
+	// Framed says that the links carry each slice as one frame that the
+	// receiver takes whole (TCP) rather than line by line (LL and LL128
+	// over shared memory): FramedChunk applies.
+	Framed bool
 }
 
 // DefaultChunk is NCCL's chunk: the payload of ChunkSteps FIFO slots, in
-// elements, rounded down to Align.
+// elements, rounded down to Align; over frames, LL128's is FramedChunk.
 func DefaultChunk(c *ChunkArgs) int64 {
 	align := max(c.Align, 1)
-	return max(int64(c.StepPayload*c.Geometry.ChunkSteps)/int64(c.ElemSize)/align*align, align)
+	bytes := int64(c.StepPayload * c.Geometry.ChunkSteps)
+	if c.Framed && c.Proto == protocols.LL128 {
+		bytes = FramedChunk(bytes, c)
+	}
+	return max(bytes/int64(c.ElemSize)/align*align, align)
+}
+
+// FramedMinChunk is the smallest chunk FramedChunk makes: LL's slot
+// payload, 32 KiB, under which LL128 would be LL.
+const FramedMinChunk = 32 * 1024
+
+// FramedChunk is LL128's chunk of chunk bytes over frames. On shared
+// memory an LL128 receiver takes a slot's 128-byte lines as they land, so
+// a hop forwards the start of a step while its end is still coming; over
+// TCP a slice is one frame, and the next hop starts only once the whole
+// frame is in. With a 144000-byte step, a ring all-reduce of 128 KiB
+// between two hosts is then store-and-forward, one frame per hop, where
+// LL's 32 KiB slots pipeline. So, as NCCL shrinks Tree/LL128's chunk, the
+// chunk halves while it is larger than a channel's share of one rank's
+// block, Bytes / (NChannels x ranks), and its half is at least
+// FramedMinChunk: a rank's block then crosses as two or more frames. Two
+// ranks on two fake hosts, the tuner's Ring/LL128, interleaved with the
+// full step (2026-11-28): all-reduce of 64-256 KiB 0.63-0.72x the time,
+// reduce-scatter of 128-256 KiB 0.51-0.68x, all-gather of 256 KiB
+// 0.53-0.60x. Halving further (four or more chunks per share) cost
+// 1.08-1.13x at 512 KiB, so larger calls keep the full step.
+func FramedChunk(chunk int64, c *ChunkArgs) int64 {
+	n := 1
+	if c.Topo != nil {
+		n = max(c.Topo.NRanks, 1)
+	}
+	share := c.Bytes / int64(max(c.NChannels, 1)*n)
+	for chunk/2 >= FramedMinChunk && share < chunk {
+		chunk /= 2
+	}
+	return chunk
 }
 
 // ChunkFor returns the chunk of a collective run by row a with c.

@@ -10,21 +10,23 @@ import (
 // host over shared memory and protocols.LL128NetBuffSize where the ranks
 // talk TCP (between hosts, or NCCL_SHM_DISABLE=1), unless
 // NCCL_LL128_BUFFSIZE says otherwise; the other protocols keep their
-// sizes. An LL128 all-reduce that spans several of the smaller steps runs
-// and is right in every case.
+// sizes. Where the ranks talk TCP, LL128's chunks are framed
+// (algos.FramedChunk). An LL128 all-reduce that spans several of the
+// smaller steps runs and is right in every case.
 func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 	nccl := protocols.LL128.DefaultBuffSize()
 	for _, tc := range []struct {
 		name, layout string
 		env          map[string]string
 		want         int
+		framed       bool
 	}{
-		{"shm", "onehost", nil, nccl},
-		{"tcp", "alone", nil, protocols.LL128NetBuffSize},
-		{"mixed", "pairs", nil, protocols.LL128NetBuffSize},
-		{"shm disabled", "onehost", map[string]string{"NCCL_SHM_DISABLE": "1"}, protocols.LL128NetBuffSize},
-		{"tcp, set", "alone", map[string]string{"NCCL_LL128_BUFFSIZE": "4915200"}, 4915200},
-		{"shm, set", "onehost", map[string]string{"NCCL_LL128_BUFFSIZE": "1228800"}, 1228800},
+		{"shm", "onehost", nil, nccl, false},
+		{"tcp", "alone", nil, protocols.LL128NetBuffSize, true},
+		{"mixed", "pairs", nil, protocols.LL128NetBuffSize, true},
+		{"shm disabled", "onehost", map[string]string{"NCCL_SHM_DISABLE": "1"}, protocols.LL128NetBuffSize, true},
+		{"tcp, set", "alone", map[string]string{"NCCL_LL128_BUFFSIZE": "4915200"}, 4915200, true},
+		{"shm, set", "onehost", map[string]string{"NCCL_LL128_BUFFSIZE": "1228800"}, 1228800, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{"NCCL_PROTO": "LL128", "NCCL_ALGO": "ring"}
@@ -41,6 +43,9 @@ func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 				}
 				if got, want := c.payloadStep(protocols.LL128), protocols.LL128.Payload(tc.want/protocols.NSteps); got != want {
 					t.Errorf("rank %d: LL128 step %d payload bytes, want %d", r, got, want)
+				}
+				if c.framed != tc.framed {
+					t.Errorf("rank %d: chunks framed %v, want %v", r, c.framed, tc.framed)
 				}
 			}
 			cc := collCases()[0]

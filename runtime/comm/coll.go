@@ -25,6 +25,7 @@ func (c *Comm) payloadStep(p protocols.Proto) int {
 // settings agree and the topology is the job's.
 func (c *Comm) setBuffSizes() {
 	tcp := c.topo.NHosts() > 1 || c.p.SHMDisable
+	c.framed = tcp
 	for p := range protocols.Proto(protocols.NumProtos) {
 		c.buffSize[p] = c.p.BuffSizeFor(p)
 		if !c.p.IsSet(buffSizeVar[p]) {

@@ -102,6 +102,7 @@ type Comm struct {
 	// buffSize is each protocol's FIFO size in bytes (setBuffSizes): the
 	// user's NCCL_*BUFFSIZE, else the default for the transport in use.
 	buffSize [protocols.NumProtos]int
+	framed   bool         // ranks talk TCP: slices cross as whole frames (algos.ChunkArgs.Framed)
 	tunerCfg *tune.Config // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
 	model    *tune.Model  // the tuner, over the entries that may run
 

@@ -326,7 +326,7 @@ func (c *Comm) makePlan(k *coll) *plan {
 	align := max(1, 16/esize)
 	pl := &plan{geo: k.algo.Geometry[k.proto], step: c.payloadStep(k.proto)}
 	pl.chunk = k.algo.ChunkFor(&algos.ChunkArgs{Proto: k.proto, Geometry: pl.geo, StepPayload: pl.step,
-		ElemSize: int(esize), Align: align, Bytes: k.nbytes, NChannels: k.channels, Topo: c.topo, NVLSChunk: c.p.NVLSChunkSize})
+		ElemSize: int(esize), Align: align, Bytes: k.nbytes, NChannels: k.channels, Topo: c.topo, NVLSChunk: c.p.NVLSChunkSize, Framed: c.framed})
 	pl.scheds = make([]algos.Schedule, k.channels)
 	staged := k.algo.Algo == algos.HierRecDbl && c.hierStaged() // one channel (choose)
 	for ch := range pl.scheds {

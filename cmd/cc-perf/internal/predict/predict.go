@@ -503,7 +503,7 @@ func (c *Config) shape(k candidate, nbytes int64) shape {
 	step := p.Payload(p.DefaultBuffSizeFor(c.Hosts > 1) / protocols.NSteps)
 	sh := shape{g: k.row.Geometry[p], step: step, align: int64(max(1, 16/c.ElemSize))}
 	sh.chunk = k.row.ChunkFor(&algos.ChunkArgs{Proto: p, Geometry: sh.g, StepPayload: sh.step, ElemSize: c.ElemSize,
-		Align: sh.align, Bytes: nbytes, NChannels: 1, Topo: c.topo()})
+		Align: sh.align, Bytes: nbytes, NChannels: 1, Topo: c.topo(), Framed: c.Hosts > 1})
 	sh.transfers = c.transfers(k.row.Algo, sh.g, c.Hosts*c.PPN, nbytes, sh.chunk*int64(c.ElemSize))
 	return sh
 }
