@@ -158,3 +158,42 @@ func TestWaitIntoDirect(t *testing.T) {
 		})
 	}
 }
+
+// TestEagerStageRotates: successive staged slices of one step each go
+// through successive steps of the stage, as through a FIFO, and wrap
+// after protocols.NSteps (see Acquire for why).
+func TestEagerStageRotates(t *testing.T) {
+	a, b, _ := pair(t, 1, nil)
+	s, r := connectProto(t, a, b, protocols.LL128, 1024)
+	seen := map[*byte]int{}
+	var first *byte
+	for i := range protocols.NSteps + 1 {
+		buf, err := s.Acquire(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = &buf[0]
+		}
+		if j, ok := seen[&buf[0]]; ok && i < protocols.NSteps {
+			t.Fatalf("slice %d is staged where slice %d was", i, j)
+		}
+		if i == protocols.NSteps && &buf[0] != first {
+			t.Errorf("slice %d is not staged where slice 0 was: the stage does not wrap", i)
+		}
+		seen[&buf[0]] = i
+		if err := s.Post(copy(buf, fill(i, 100))); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Wait(1, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, fill(i, 100)) {
+			t.Fatalf("slice %d arrived changed", i)
+		}
+		if err := r.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
