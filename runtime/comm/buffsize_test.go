@@ -3,6 +3,7 @@ package comm
 import (
 	"testing"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/protocols"
 )
 
@@ -15,6 +16,10 @@ import (
 // smaller steps runs and is right in every case.
 func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 	nccl := protocols.LL128.DefaultBuffSize()
+	cores, err := hw.Cores(hw.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, layout string
 		env          map[string]string
@@ -44,8 +49,9 @@ func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 				if got, want := c.payloadStep(protocols.LL128), protocols.LL128.Payload(tc.want/protocols.NSteps); got != want {
 					t.Errorf("rank %d: LL128 step %d payload bytes, want %d", r, got, want)
 				}
-				if c.framed != tc.framed {
-					t.Errorf("rank %d: chunks framed %v, want %v", r, c.framed, tc.framed)
+				// Framed needs a core per rank too (TestFramedChunks).
+				if want := tc.framed && c.hostRanks <= cores; c.framed != want {
+					t.Errorf("rank %d: chunks framed %v, want %v (%d ranks on %d cores)", r, c.framed, want, c.hostRanks, cores)
 				}
 			}
 			cc := collCases()[0]
@@ -53,5 +59,24 @@ func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 			runCase(t, cs, cc, count, false)
 			runCase(t, cs, cc, count, true)
 		})
+	}
+}
+
+// TestFramedChunks: LL128's chunks are cut for TCP frames only where ranks
+// talk TCP and every rank of the machine has a core.
+func TestFramedChunks(t *testing.T) {
+	for _, tc := range []struct {
+		tcp          bool
+		ranks, cores int
+		want         bool
+	}{
+		{true, 1, 2, true},
+		{true, 2, 2, true},
+		{true, 4, 2, false}, // 4 testbed hosts on 2 cores
+		{false, 1, 8, false},
+	} {
+		if got := framedChunks(tc.tcp, tc.ranks, tc.cores); got != tc.want {
+			t.Errorf("framedChunks(tcp %v, %d ranks, %d cores) = %v, want %v", tc.tcp, tc.ranks, tc.cores, got, tc.want)
+		}
 	}
 }

@@ -372,6 +372,16 @@ func (c *Config) intra() tune.Class {
 	return tune.SHM
 }
 
+// framed is the runtime's rule for cutting LL128's chunks for TCP frames
+// (comm's framedChunks): ranks on several hosts, and no machine with more
+// ranks than cores (all hosts are one machine with --shared-cores).
+func (c *Config) framed() bool {
+	if c.SharedCores > 0 {
+		return c.Hosts > 1 && c.Hosts*c.PPN <= c.SharedCores
+	}
+	return c.Hosts > 1 && c.PPN <= c.cores()
+}
+
 // cores is each host's core pool: --cores, else one core per rank, which
 // the lanes of a rank (the tree's up and down halves) share.
 func (c *Config) cores() int {
@@ -503,7 +513,7 @@ func (c *Config) shape(k candidate, nbytes int64) shape {
 	step := p.Payload(p.DefaultBuffSizeFor(c.Hosts > 1) / protocols.NSteps)
 	sh := shape{g: k.row.Geometry[p], step: step, align: int64(max(1, 16/c.ElemSize))}
 	sh.chunk = k.row.ChunkFor(&algos.ChunkArgs{Proto: p, Geometry: sh.g, StepPayload: sh.step, ElemSize: c.ElemSize,
-		Align: sh.align, Bytes: nbytes, NChannels: 1, Topo: c.topo(), Framed: c.Hosts > 1})
+		Align: sh.align, Bytes: nbytes, NChannels: 1, Topo: c.topo(), Framed: c.framed()})
 	sh.transfers = c.transfers(k.row.Algo, sh.g, c.Hosts*c.PPN, nbytes, sh.chunk*int64(c.ElemSize))
 	return sh
 }
