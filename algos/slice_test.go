@@ -64,3 +64,22 @@ func TestFramedChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestFramedLinks: LL128's chunks are cut for TCP frames only where ranks
+// talk TCP and every rank of the machine has a core.
+func TestFramedLinks(t *testing.T) {
+	for _, tc := range []struct {
+		tcp          bool
+		ranks, cores int
+		want         bool
+	}{
+		{true, 1, 2, true},
+		{true, 2, 2, true},
+		{true, 4, 2, false}, // 4 testbed hosts on 2 cores
+		{false, 1, 8, false},
+	} {
+		if got := FramedLinks(tc.tcp, tc.ranks, tc.cores); got != tc.want {
+			t.Errorf("FramedLinks(tcp %v, %d ranks, %d cores) = %v, want %v", tc.tcp, tc.ranks, tc.cores, got, tc.want)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 				if got, want := c.payloadStep(protocols.LL128), protocols.LL128.Payload(tc.want/protocols.NSteps); got != want {
 					t.Errorf("rank %d: LL128 step %d payload bytes, want %d", r, got, want)
 				}
-				// Framed needs a core per rank too (TestFramedChunks).
+				// Framed needs a core per rank too (algos.FramedLinks).
 				if want := tc.framed && c.hostRanks <= cores; c.framed != want {
 					t.Errorf("rank %d: chunks framed %v, want %v (%d ranks on %d cores)", r, c.framed, want, c.hostRanks, cores)
 				}
@@ -59,24 +59,5 @@ func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 			runCase(t, cs, cc, count, false)
 			runCase(t, cs, cc, count, true)
 		})
-	}
-}
-
-// TestFramedChunks: LL128's chunks are cut for TCP frames only where ranks
-// talk TCP and every rank of the machine has a core.
-func TestFramedChunks(t *testing.T) {
-	for _, tc := range []struct {
-		tcp          bool
-		ranks, cores int
-		want         bool
-	}{
-		{true, 1, 2, true},
-		{true, 2, 2, true},
-		{true, 4, 2, false}, // 4 testbed hosts on 2 cores
-		{false, 1, 8, false},
-	} {
-		if got := framedChunks(tc.tcp, tc.ranks, tc.cores); got != tc.want {
-			t.Errorf("framedChunks(tcp %v, %d ranks, %d cores) = %v, want %v", tc.tcp, tc.ranks, tc.cores, got, tc.want)
-		}
 	}
 }

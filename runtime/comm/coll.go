@@ -37,17 +37,6 @@ func (c *Comm) setBuffSizes() {
 // spans hosts, or NCCL_SHM_DISABLE=1.
 func (c *Comm) overTCP() bool { return c.topo.NHosts() > 1 || c.p.SHMDisable }
 
-// framedChunks reports whether LL128's chunks are cut for TCP frames
-// (algos.ChunkArgs.Framed): where ranks talk TCP and every rank of the
-// machine has a core, so that a receiver polls while the next frame of a
-// hop comes. With more ranks than cores each frame costs a sleep and a
-// wake-up, and more frames per hop cost more than they overlap: 4 testbed
-// hosts of one rank on 2 cores took 1.33-1.43x the time for all-reduce,
-// reduce-scatter and all-gather of 256 KiB with the chunks cut.
-func framedChunks(tcp bool, machineRanks, machineCores int) bool {
-	return tcp && machineRanks <= machineCores
-}
-
 // buffSizeVar names each protocol's FIFO size variable.
 var buffSizeVar = [protocols.NumProtos]string{protocols.Simple: "NCCL_BUFFSIZE", protocols.LL: "NCCL_LL_BUFFSIZE", protocols.LL128: "NCCL_LL128_BUFFSIZE"}
 

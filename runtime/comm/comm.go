@@ -102,7 +102,7 @@ type Comm struct {
 	// buffSize is each protocol's FIFO size in bytes (setBuffSizes): the
 	// user's NCCL_*BUFFSIZE, else the default for the transport in use.
 	buffSize [protocols.NumProtos]int
-	framed   bool         // LL128's chunks are cut for TCP frames (framedChunks)
+	framed   bool         // LL128's chunks are cut for TCP frames (algos.FramedLinks)
 	tunerCfg *tune.Config // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
 	model    *tune.Model  // the tuner, over the entries that may run
 
@@ -283,7 +283,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if c.hostRanks <= machineCores {
 		c.tr.SetSpin(p.TCPSpin)
 	}
-	c.framed = framedChunks(c.overTCP(), c.hostRanks, machineCores)
+	c.framed = algos.FramedLinks(c.overTCP(), c.hostRanks, machineCores)
 	// Under mu: the bootstrap watcher, started above, fails what exists
 	// when another rank aborts the job during Init.
 	c.mu.Lock()

@@ -372,14 +372,13 @@ func (c *Config) intra() tune.Class {
 	return tune.SHM
 }
 
-// framed is the runtime's rule for cutting LL128's chunks for TCP frames
-// (comm's framedChunks): ranks on several hosts, and no machine with more
-// ranks than cores (all hosts are one machine with --shared-cores).
+// framed is algos.FramedLinks for the cluster: the machine is a host,
+// or all of them with --shared-cores.
 func (c *Config) framed() bool {
 	if c.SharedCores > 0 {
-		return c.Hosts > 1 && c.Hosts*c.PPN <= c.SharedCores
+		return algos.FramedLinks(c.Hosts > 1, c.Hosts*c.PPN, c.SharedCores)
 	}
-	return c.Hosts > 1 && c.PPN <= c.cores()
+	return algos.FramedLinks(c.Hosts > 1, c.PPN, c.cores())
 }
 
 // cores is each host's core pool: --cores, else one core per rank, which
