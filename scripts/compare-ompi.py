@@ -23,6 +23,7 @@ computed from the time column, which keeps its digits at sizes whose busbw
 prints as 0.00. At or above 1, cc is as fast or faster.
 """
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -40,6 +41,7 @@ class TableError(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=None)  # report reads each table for both halves
 def parse(path):
     """Returns ({size: (time_us, busbw) out of place + (time_us, busbw) in
     place}, [wrong counts], oob)."""
