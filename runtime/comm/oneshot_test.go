@@ -353,7 +353,27 @@ func allocsPerCall(t *testing.T, cs []*Comm, cc collCase, count, runs int) float
 	// run in the middle of the count.
 	runtime.GC()
 	runtime.GC()
-	return testing.AllocsPerRun(runs, run)
+	return allocsPerRun(runs, run)
+}
+
+// allocsPerRun is testing.AllocsPerRun without its GOMAXPROCS(1). The
+// ranks of these tests are goroutines of one process whose waits poll (a
+// polling wait never blocks in a system call, see
+// TestOneShotRepeatedCallAllocatesNothing), and on one P a polling rank
+// holds it until the scheduler preempts it, about 10 ms later: each call
+// took about 50 ms, 22 s for the one-shot test, where with a P per rank
+// it takes microseconds. Like AllocsPerRun it runs f once first, counts
+// the whole process's mallocs and returns them per run, truncated.
+func allocsPerRun(runs int, f func()) float64 {
+	f()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	before := m.Mallocs
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&m)
+	return float64((m.Mallocs - before) / uint64(runs))
 }
 
 // rankCase runs case cc of count elements on this rank (every other rank
