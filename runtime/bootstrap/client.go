@@ -29,6 +29,10 @@ type RankInfo struct {
 	// fake hosts (CC_HOST_ID), containers and network namespaces of one
 	// machine have their own host names but one kernel.
 	Machine string
+	// CPUs is the rank's Cpus_allowed_list in the kernel's list form
+	// ("0-3,8-11"), empty if unknown: ranks bound to CPUs (taskset, a
+	// cpuset) share those, not every core of their machine.
+	CPUs string
 }
 
 // Client is one rank's connection to the root; it is also the rank's lifeline: when the
@@ -104,7 +108,7 @@ func checkJoin(me RankInfo, nranks int) error {
 	case me.Rank < 0 || me.Rank >= nranks:
 		return fmt.Errorf("bootstrap join: rank %d, want 0..%d", me.Rank, nranks-1)
 	}
-	for _, f := range []struct{ name, v string }{{"addr", me.Addr}, {"host id", me.HostID}, {"host", me.Host}, {"machine", me.Machine}} {
+	for _, f := range []struct{ name, v string }{{"addr", me.Addr}, {"host id", me.HostID}, {"host", me.Host}, {"machine", me.Machine}, {"cpus", me.CPUs}} {
 		if len(f.v) > MaxInfoString {
 			return fmt.Errorf("bootstrap join: rank %d: %s is %d bytes, at most %d allowed", me.Rank, f.name, len(f.v), MaxInfoString)
 		}

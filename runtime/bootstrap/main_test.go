@@ -86,7 +86,7 @@ func (tr *testRoot) events() []Event {
 
 func info(rank int) RankInfo {
 	return RankInfo{Rank: rank, Addr: fmt.Sprintf("10.0.0.%d:4000", rank), HostID: "host-id", Host: fmt.Sprintf("node%02d", rank), Pid: 1000 + rank,
-		Machine: fmt.Sprintf("5a3c8f0e-1b2d-4c6e-9f70-8a1b2c3d4e5%d", rank%2)}
+		Machine: fmt.Sprintf("5a3c8f0e-1b2d-4c6e-9f70-8a1b2c3d4e5%d", rank%2), CPUs: fmt.Sprintf("%d,8-11", rank)}
 }
 
 func ctxGuard(t *testing.T) context.Context {

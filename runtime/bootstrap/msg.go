@@ -15,7 +15,7 @@ const (
 	MaxPayload = 1 << 20
 	// MaxRanks is the largest job the bootstrap accepts.
 	MaxRanks = 1 << 16
-	// MaxInfoString bounds RankInfo.Addr, HostID, Host and Machine.
+	// MaxInfoString bounds RankInfo.Addr, HostID, Host, Machine and CPUs.
 	MaxInfoString = 1024
 	// maxCause bounds an abort cause or reject reason; longer ones are cut.
 	maxCause = 4096
@@ -229,6 +229,7 @@ func (e *encoder) info(ri RankInfo) {
 	e.str(cut(ri.Host, MaxInfoString))
 	e.u64(uint64(int64(ri.Pid)))
 	e.str(cut(ri.Machine, MaxInfoString))
+	e.str(cut(ri.CPUs, MaxInfoString))
 }
 
 func (d *decoder) info(rank int) RankInfo {
@@ -239,11 +240,12 @@ func (d *decoder) info(rank int) RankInfo {
 		Host:    d.str("host", MaxInfoString),
 		Pid:     int(int64(d.u64("pid"))),
 		Machine: d.str("machine", MaxInfoString),
+		CPUs:    d.str("cpus", MaxInfoString),
 	}
 }
 
 // maxInfoBytes bounds one encoded RankInfo with its rank.
-const maxInfoBytes = 4 + 4*(2+MaxInfoString) + 8
+const maxInfoBytes = 4 + 5*(2+MaxInfoString) + 8
 
 // join: nranks u32, info.
 func encodeJoin(nranks int, me RankInfo) []byte {

@@ -36,3 +36,34 @@ func TestCoreShareCountsTheMachine(t *testing.T) {
 		}
 	}
 }
+
+// TestMachineCoresCountsAllowedCPUs: a machine gives its ranks the union
+// of the CPUs they may run on (taskset, cpusets), at most its online
+// count; a rank of the machine with no list leaves the online count, and
+// ranks of other machines do not count.
+func TestMachineCoresCountsAllowedCPUs(t *testing.T) {
+	type peer struct{ machine, cpus string }
+	for _, tc := range []struct {
+		name   string
+		peers  []peer
+		online int
+		want   int
+	}{
+		{"both bound to CPU 0", []peer{{"m", "0"}, {"m", "0"}}, 2, 1},
+		{"bound to CPUs 0 and 1", []peer{{"m", "0"}, {"m", "1"}}, 2, 2},
+		{"unbound", []peer{{"m", "0-1"}, {"m", "0-1"}}, 2, 2},
+		{"a cpuset of 3 of 8", []peer{{"m", "2-3"}, {"m", "3,5"}, {"m", "2"}}, 8, 3},
+		{"one rank's list unknown", []peer{{"m", "0"}, {"m", ""}}, 4, 4},
+		{"another machine's CPUs", []peer{{"m", "0"}, {"m", "0"}, {"m2", "0-63"}}, 64, 1},
+		{"more than online", []peer{{"m", "0-7"}}, 2, 2},
+	} {
+		c := &Comm{rank: 0, host: "a"}
+		for r, p := range tc.peers {
+			c.peers = append(c.peers, bootstrap.RankInfo{Rank: r, HostID: "h" + p.machine, Host: "a" + p.machine, Machine: p.machine, CPUs: p.cpus})
+		}
+		c.host = c.peers[0].Host
+		if got := c.machineCores(tc.online); got != tc.want {
+			t.Errorf("%s: machineCores(%d online) = %d, want %d", tc.name, tc.online, got, tc.want)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 
 // Version is the handshake version this build speaks; a server rejects any other.
 // Version 2 added the machine (boot id) to the bootstrap's rank information.
-const Version uint16 = 2
+// Version 3 added the CPUs a rank may run on (RankInfo.CPUs).
+const Version uint16 = 3
 
 // MaxJobIDLen is the longest job id a frame carries.
 const MaxJobIDLen = 64
