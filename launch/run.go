@@ -181,18 +181,18 @@ func ownAddr(ip net.IP) bool {
 // their names, with their slots added up: -H localhost,$(hostname) is one node of two
 // slots, whose ranks have local ranks 0 and 1, as with mpirun. Other hosts stay as given.
 func OneNode(hosts []hostfile.Host, isLocal func(string) bool) []hostfile.Host {
-	var out []hostfile.Host
+	renamed := make([]hostfile.Host, len(hosts))
 	first := ""
-	for _, h := range hosts {
+	for i, h := range hosts {
 		if isLocal(h.Name) {
 			if first == "" {
 				first = h.Name
 			}
 			h.Name = first
 		}
-		out = hostfile.Merge(out, h)
+		renamed[i] = h
 	}
-	return out
+	return hostfile.Merge(nil, renamed...)
 }
 
 // Run places, starts and supervises a job, and returns its report. An error means nothing

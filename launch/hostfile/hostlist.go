@@ -209,12 +209,12 @@ func Slurm(nodelist, tasksPerNode string) ([]Host, error) {
 				tasksPerNode, len(tasks), nodelist, len(names))
 		}
 	}
-	var hosts []Host
+	entries := make([]Host, len(names))
 	for i, n := range names {
 		if err := checkName(n); err != nil {
 			return nil, fmt.Errorf("SLURM_JOB_NODELIST: %w", err)
 		}
-		hosts = Merge(hosts, Host{Name: n, Slots: tasks[i]})
+		entries[i] = Host{Name: n, Slots: tasks[i]}
 	}
-	return hosts, nil
+	return Merge(nil, entries...), nil
 }
