@@ -96,10 +96,10 @@ func Parse(name string, r io.Reader) ([]Host, error) {
 		}
 		entries = append(entries, got...)
 	}
-	hosts := Merge(nil, entries...)
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	hosts := Merge(nil, entries...)
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("%s: no hosts (every line is blank or a comment)", name)
 	}

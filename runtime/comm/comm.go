@@ -242,7 +242,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	}
 	me := bootstrap.RankInfo{Rank: c.rank, Addr: c.tr.Addr(), HostID: hostID, Host: c.host, Pid: os.Getpid(), Machine: id.BootID}
 	if cpus, err := hw.AllowedCPUs(hw.Root()); err == nil {
-		me.CPUs = cpus.String()
+		me.CPUs = cpusInfo(cpus)
 	}
 	c.boot, err = bootstrap.Join(ctx, rootAddr, o.Job, me, o.NRanks, p.SocketRetryCnt, p.SocketRetrySleep)
 	if err != nil {
@@ -383,6 +383,17 @@ func (c *Comm) machineCores(online int) int {
 		}
 	}
 	return max(1, min(n, online))
+}
+
+// cpusInfo is RankInfo.CPUs for the CPU list l: its kernel list form, or
+// empty (unknown, which counts the online CPUs) when that is too long for
+// the bootstrap to carry (hundreds of scattered CPUs), rather than a join
+// the root refuses.
+func cpusInfo(l hw.CPUList) string {
+	if s := l.String(); len(s) <= bootstrap.MaxInfoString {
+		return s
+	}
+	return ""
 }
 
 // shmDir is where shared-memory segments live (a variable only so that

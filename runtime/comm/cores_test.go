@@ -3,6 +3,7 @@ package comm
 import (
 	"testing"
 
+	"github.com/seed-760dd1f1/cc/hw"
 	"github.com/seed-760dd1f1/cc/runtime/bootstrap"
 )
 
@@ -65,5 +66,20 @@ func TestMachineCoresCountsAllowedCPUs(t *testing.T) {
 		if got := c.machineCores(tc.online); got != tc.want {
 			t.Errorf("%s: machineCores(%d online) = %d, want %d", tc.name, tc.online, got, tc.want)
 		}
+	}
+}
+
+// TestCPUsInfoFitsTheBootstrap: a CPU list longer than the bootstrap
+// carries is sent as unknown, not refused at join.
+func TestCPUsInfoFitsTheBootstrap(t *testing.T) {
+	var odd hw.CPUList
+	for c := 1; c < 2048; c += 2 {
+		odd = append(odd, c)
+	}
+	if got := cpusInfo(odd); got != "" {
+		t.Errorf("cpusInfo(1024 odd CPUs) = %d bytes, want empty (at most %d carried)", len(got), bootstrap.MaxInfoString)
+	}
+	if got := cpusInfo(hw.CPUList{0, 1, 2, 3, 8}); got != "0-3,8" {
+		t.Errorf("cpusInfo(0-3,8) = %q", got)
 	}
 }
