@@ -360,7 +360,7 @@ func (c *Comm) sameMachine(pi bootstrap.RankInfo) bool {
 // each look, each to itself, like two bound to the same one. A rank of the
 // machine that sent no list (unknown) leaves the online count.
 func (c *Comm) machineCores(online int) int {
-	var union []bool
+	union := map[int]bool{}
 	for _, pi := range c.peers {
 		if !c.sameMachine(pi) {
 			continue
@@ -370,19 +370,10 @@ func (c *Comm) machineCores(online int) int {
 			return online
 		}
 		for _, cpu := range cpus {
-			if cpu >= len(union) {
-				union = append(union, make([]bool, cpu+1-len(union))...)
-			}
 			union[cpu] = true
 		}
 	}
-	n := 0
-	for _, in := range union {
-		if in {
-			n++
-		}
-	}
-	return max(1, min(n, online))
+	return max(1, min(len(union), online))
 }
 
 // cpusInfo is RankInfo.CPUs for the CPU list l: its kernel list form, or

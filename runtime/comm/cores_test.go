@@ -58,11 +58,10 @@ func TestMachineCoresCountsAllowedCPUs(t *testing.T) {
 		{"another machine's CPUs", []peer{{"m", "0"}, {"m", "0"}, {"m2", "0-63"}}, 64, 1},
 		{"more than online", []peer{{"m", "0-7"}}, 2, 2},
 	} {
-		c := &Comm{rank: 0, host: "a"}
+		c := &Comm{rank: 0, host: "a" + tc.peers[0].machine}
 		for r, p := range tc.peers {
 			c.peers = append(c.peers, bootstrap.RankInfo{Rank: r, HostID: "h" + p.machine, Host: "a" + p.machine, Machine: p.machine, CPUs: p.cpus})
 		}
-		c.host = c.peers[0].Host
 		if got := c.machineCores(tc.online); got != tc.want {
 			t.Errorf("%s: machineCores(%d online) = %d, want %d", tc.name, tc.online, got, tc.want)
 		}
