@@ -12,7 +12,9 @@ import (
 // Version is the handshake version this build speaks; a server rejects any other.
 // Version 2 added the machine (boot id) to the bootstrap's rank information.
 // Version 3 added the CPUs a rank may run on (RankInfo.CPUs).
-const Version uint16 = 3
+// Version 4 changed the TCP transport's data frames (64-byte headers,
+// payloads padded to 64 bytes), which the handshake's version guards too.
+const Version uint16 = 4
 
 // MaxJobIDLen is the longest job id a frame carries.
 const MaxJobIDLen = 64

@@ -46,14 +46,14 @@ type EagerSendConn struct {
 	cur       int
 
 	// The state of one raw write, for writeFn (made once, so that a write
-	// allocates nothing): the header and the payload, and how much of the
-	// two the socket has taken.
-	wa, wb  []byte
-	woff    int
-	wvec    iovecs
-	werr    error
-	wblock  bool
-	writeFn func(fd uintptr) bool
+	// allocates nothing): the header, the payload and the padding, and how
+	// much of the three the socket has taken.
+	wa, wb, wc []byte
+	woff       int
+	wvec       iovecs
+	werr       error
+	wblock     bool
+	writeFn    func(fd uintptr) bool
 
 	mu   sync.Mutex
 	err  error
@@ -126,7 +126,7 @@ func (c *EagerSendConn) send(b []byte) error {
 	i := int(c.seq % uint64(len(c.socks)))
 	c.step += uint64(c.cur)
 	c.seq++
-	if err := c.write(i, c.hdr[:], b); err != nil {
+	if err := c.write(i, c.hdr[:], b, zeroPad[:padOf(len(b))]); err != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.err == nil {
@@ -137,22 +137,23 @@ func (c *EagerSendConn) send(b []byte) error {
 	return nil
 }
 
-// write writes a and then b to socket i: at once if the socket takes
+// write writes a, b and then pad to socket i: at once if the socket takes
 // them, else blocking with the drainers armed.
-func (c *EagerSendConn) write(i int, a, b []byte) error {
+func (c *EagerSendConn) write(i int, a, b, pad []byte) error {
 	rc := c.rcs[i]
 	if rc == nil {
 		c.drain.arm(nil)
 		defer c.drain.disarm(nil)
-		if _, err := c.socks[i].Write(a); err != nil {
-			return err
+		for _, p := range [3][]byte{a, b, pad} {
+			if _, err := c.socks[i].Write(p); err != nil {
+				return err
+			}
 		}
-		_, err := c.socks[i].Write(b)
-		return err
+		return nil
 	}
-	c.wa, c.wb, c.woff, c.werr, c.wblock = a, b, 0, nil, false
+	c.wa, c.wb, c.wc, c.woff, c.werr, c.wblock = a, b, pad, 0, nil, false
 	err := rc.Write(c.writeFn)
-	if err == nil && c.werr == nil && c.woff < len(a)+len(b) {
+	if err == nil && c.werr == nil && c.woff < len(a)+len(b)+len(pad) {
 		c.wblock = true
 		c.drain.arm(nil)
 		err = rc.Write(c.writeFn)
@@ -161,7 +162,7 @@ func (c *EagerSendConn) write(i int, a, b []byte) error {
 	if err == nil {
 		err = c.werr
 	}
-	c.wa, c.wb, c.wvec = nil, nil, iovecs{} // hold on to no buffer
+	c.wa, c.wb, c.wc, c.wvec = nil, nil, nil, iovecs{} // hold on to no buffer
 	return err
 }
 
@@ -169,8 +170,8 @@ func (c *EagerSendConn) write(i int, a, b []byte) error {
 // takes; true ends the runtime's Write, false makes it wait until the
 // socket is writable (only once the write blocks: wblock).
 func (c *EagerSendConn) writeRaw(fd uintptr) bool {
-	for c.woff < len(c.wa)+len(c.wb) {
-		nv := c.wvec.set(c.wa, c.wb, c.woff)
+	for c.woff < len(c.wa)+len(c.wb)+len(c.wc) {
+		nv := c.wvec.set(c.wa, c.wb, c.wc, c.woff)
 		n, err := rawWritev(fd, &c.wvec, nv)
 		switch {
 		case err == unix.EINTR:

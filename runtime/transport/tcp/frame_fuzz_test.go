@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"net"
 	"strings"
@@ -69,12 +70,13 @@ func FuzzRecvFrames(f *testing.F) {
 		rd := fuzzcheck.NewReader(stream)
 		rd.Chunk = 5
 		var hdr [headerSize]byte
+		pad := make([]byte, frameAlign)
 		for want := uint64(0); ; want++ {
 			if _, err := io.ReadFull(rd, hdr[:]); err != nil {
 				return
 			}
 			from := rd.Delivered()
-			err := c.readPayload(hdr[:], want, rd)
+			err := c.readPayload(hdr[:], want, rd, pad)
 			rd.Bounded(t, protocols.NSteps*fuzzStepBytes)
 			if err != nil {
 				fuzzcheck.OneLine(t, err)
@@ -102,11 +104,12 @@ func TestSentStreamAccepted(t *testing.T) {
 	c := &RecvConn{proto: protocols.Simple, r: newRing(fuzzStepBytes), peer: "fuzz"}
 	rd := bytes.NewReader(stream)
 	var hdr [headerSize]byte
+	pad := make([]byte, frameAlign)
 	for i := range sizes {
 		if _, err := io.ReadFull(rd, hdr[:]); err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
-		if err := c.readPayload(hdr[:], uint64(i), rd); err != nil {
+		if err := c.readPayload(hdr[:], uint64(i), rd, pad); err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
 		if e := c.r.ent[i%protocols.NSteps]; e.size != sizes[i] || e.nsteps != nsteps[i] {
@@ -127,10 +130,12 @@ func TestBadHeaderFailsReceive(t *testing.T) {
 		name         string
 		size, nsteps int
 		step         uint64
+		dirty        bool // a byte of the header's unused part set
 	}{
-		{"wraps the FIFO's end", 3 * fuzzStepBytes, 3, 6},
-		{"beyond the FIFO window", 1, 1, 9},
-		{"overflows", 8, 8, 1<<64 - 8},
+		{"wraps the FIFO's end", 3 * fuzzStepBytes, 3, 6, false},
+		{"beyond the FIFO window", 1, 1, 9, false},
+		{"overflows", 8, 8, 1<<64 - 8, false},
+		{"unused header bytes", 8, 1, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := net.Pipe()
@@ -141,8 +146,12 @@ func TestBadHeaderFailsReceive(t *testing.T) {
 			var h [headerSize]byte
 			putHeader(&h, 1, 1, 0, 0)
 			stream = append(append(stream, h[:]...), 'a')
+			stream = append(stream, zeroPad[:padOf(1)]...)
 			putHeader(&h, tc.size, tc.nsteps, tc.step, 1)
-			stream = append(append(stream, h[:]...), make([]byte, tc.size)...)
+			if tc.dirty {
+				h[headerUsed] = 0xff
+			}
+			stream = append(append(stream, h[:]...), make([]byte, tc.size+padOf(tc.size))...)
 			go func() {
 				a.Write(stream) // fails once the receiver has closed: it stopped reading
 				a.Close()
@@ -160,5 +169,94 @@ func TestBadHeaderFailsReceive(t *testing.T) {
 				t.Errorf("reported %v, Wait returned %v", rep, err)
 			}
 		})
+	}
+}
+
+// TestFramesAligned: every sender writes frames whose header starts and
+// whose payload starts at a multiple of 64 bytes of the stream, with zero
+// padding after payloads of any size, over a socket (raw writev for LL and
+// LL128) and over a pipe (plain writes); a receiver reads them back.
+func TestFramesAligned(t *testing.T) {
+	sizes := []int{1, 10, 0, 63, 64, 65, 100, 1000, 7}
+	for _, p := range []protocols.Proto{protocols.Simple, protocols.LL, protocols.LL128} {
+		for _, kind := range []string{"tcp", "pipe"} {
+			t.Run(p.String()+"/"+kind, func(t *testing.T) {
+				var a, b net.Conn
+				if kind == "pipe" {
+					a, b = net.Pipe()
+				} else {
+					l, err := net.Listen("tcp", "127.0.0.1:0")
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer l.Close()
+					if a, err = net.Dial("tcp", l.Addr().String()); err != nil {
+						t.Fatal(err)
+					}
+					if b, err = l.Accept(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got := make(chan []byte, 1)
+				go func() {
+					all, _ := io.ReadAll(b)
+					got <- all
+				}()
+				const stepBytes = 4096
+				var s interface {
+					Acquire(int) ([]byte, error)
+					Post(int) error
+					Close() error
+				}
+				if p == protocols.Simple {
+					s = newSendConn([]net.Conn{a}, stepBytes, "peer", nil)
+				} else {
+					s = newEagerSendConn(p, []net.Conn{a}, stepBytes, "peer", nil)
+				}
+				for i, n := range sizes {
+					buf, err := s.Acquire(1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for j := range n {
+						buf[j] = byte(i + j + 1)
+					}
+					if err := s.Post(n); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if ss, ok := s.(*SendConn); ok {
+					if err := ss.Flush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s.Close()
+				stream := <-got
+				off := 0
+				for i, n := range sizes {
+					if off%frameAlign != 0 || off+headerSize > len(stream) {
+						t.Fatalf("frame %d at byte %d of %d", i, off, len(stream))
+					}
+					hdr := stream[off : off+headerSize]
+					if size := int(binary.LittleEndian.Uint32(hdr)); size != n || !reservedZero(hdr) {
+						t.Fatalf("frame %d: header %x, want size %d and zeros after byte %d", i, hdr, n, headerUsed)
+					}
+					pay := stream[off+headerSize:]
+					for j := range n {
+						if pay[j] != byte(i+j+1) {
+							t.Fatalf("frame %d: payload byte %d is %d, want %d", i, j, pay[j], byte(i+j+1))
+						}
+					}
+					end := off + headerSize + n + padOf(n)
+					if end%frameAlign != 0 || end > len(stream) || !bytes.Equal(stream[off+headerSize+n:end], make([]byte, padOf(n))) {
+						t.Fatalf("frame %d (%d bytes): padding to byte %d of %d is not %d zeros", i, n, end, len(stream), padOf(n))
+					}
+					off = end
+				}
+				if off != len(stream) {
+					t.Errorf("%d bytes after the last frame", len(stream)-off)
+				}
+			})
+		}
 	}
 }

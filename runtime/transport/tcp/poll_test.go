@@ -260,20 +260,25 @@ func TestInlineFrameMismatch(t *testing.T) {
 			size, nsteps int
 			step, seq    uint64
 			want         string
+			dirty        bool // a byte of the header's unused part set
 		}{
-			{"shorter", wn - line, 1, 0, 0, "same NCCL_* settings"},
-			{"longer", wn + line, 1, 0, 0, "same NCCL_* settings"},
-			{"more steps", wn, 2, 0, 0, "same NCCL_* settings"},
-			{"step", wn, 1, 1, 0, "protocol error"},
-			{"seq", wn, 1, 0, 1, "protocol error"},
+			{"shorter", wn - line, 1, 0, 0, "same NCCL_* settings", false},
+			{"longer", wn + line, 1, 0, 0, "same NCCL_* settings", false},
+			{"more steps", wn, 2, 0, 0, "same NCCL_* settings", false},
+			{"step", wn, 1, 1, 0, "protocol error", false},
+			{"seq", wn, 1, 0, 1, "protocol error", false},
+			{"unused header bytes", wn, 1, 0, 0, "not zero", true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				eachReceive(t, func(t *testing.T, recv func(r Receiver, nsteps, n int) ([]byte, error)) {
 					a, b := listen(t, 0), listen(t, 1)
 					b.SetSpin(spin)
 					s, r := connectProto(t, a, b, p, 4096)
-					frame := make([]byte, headerSize+tc.size)
+					frame := make([]byte, headerSize+tc.size+padOf(tc.size))
 					putHeader((*[headerSize]byte)(frame), tc.size, tc.nsteps, tc.step, tc.seq)
+					if tc.dirty {
+						frame[headerSize-1] = 1
+					}
 					if _, err := s.(*EagerSendConn).socks[0].Write(frame); err != nil {
 						t.Fatal(err)
 					}
