@@ -57,25 +57,29 @@ func (p Proto) DefaultBuffSize() int {
 }
 
 // LL128NetBuffSize is the LL128 FIFO size cc uses by default where a job's
-// ranks talk TCP: 8 steps of 144000 payload bytes instead of NCCL's
-// 576000. Over TCP an LL128 step is one frame with its payload as it is,
-// and the engine cuts an Op into slices of at most a step: with NCCL's
-// size an Op of up to 576000 bytes crosses as one frame, nothing of it
-// reduced or forwarded before all of it has arrived, where four frames
-// pipeline. Measured 2026-11-28 (2 ranks on 2 fake hosts over loopback,
-// NCCL_PROTO=LL128, 5 interleaved runs, medians): this size took
-// 0.56-0.85x the time of NCCL's for all-reduce at 128 KiB-2 MiB and
-// 0.71-0.99x for all-gather, 1.0-1.07x at 4-8 MiB. On shared memory it
-// costs: a ring all-reduce of 2 ranks took 1.5-2.4x NCCL's size's time at
-// 32 KiB-8 MiB (4x the flag handshakes), so jobs on one host over shared
-// memory keep NCCL's size.
+// ranks talk TCP and some machine of the job has more ranks than cores: 8
+// steps of 144000 payload bytes instead of NCCL's 576000. Over TCP an
+// LL128 step is one frame with its payload as it is, and the engine cuts
+// an Op into slices of at most a step. Where every rank has a core, the
+// chunk is cut for frames instead (algos.FramedChunk), and NCCL's size is
+// faster: 2 ranks on one machine over TCP (NCCL_SHM_DISABLE=1), 6
+// interleaved pairs, medians, 2026-11-29 (frames aligned): 0.80-0.95x
+// the time at 1-16 MiB for all-reduce, all-gather and reduce-scatter,
+// 0.92-1.11x at 256-512 KiB. Where ranks outnumber the cores that
+// cutting does not apply, and the smaller steps pipeline: 4 ranks on 4
+// fake hosts on 2 cores, 4 interleaved pairs, half this size's steps'
+// double (2457600) cost 1.05-1.13x at 512 KiB-1 MiB. On shared memory the
+// smaller size costs: a ring all-reduce of 2 ranks took 1.5-2.4x NCCL's
+// size's time at 32 KiB-8 MiB (4x the flag handshakes), so jobs on one
+// host over shared memory keep NCCL's size.
 const LL128NetBuffSize = 1228800
 
 // DefaultBuffSizeFor is the FIFO size of protocol p where the user set
 // none: DefaultBuffSize, but LL128NetBuffSize for LL128 when the job's
-// ranks talk TCP (tcp).
-func (p Proto) DefaultBuffSizeFor(tcp bool) int {
-	if p == LL128 && tcp {
+// ranks talk TCP (tcp) and not every machine of the job has a core per
+// rank (roomy).
+func (p Proto) DefaultBuffSizeFor(tcp, roomy bool) int {
+	if p == LL128 && tcp && !roomy {
 		return LL128NetBuffSize
 	}
 	return p.DefaultBuffSize()

@@ -8,12 +8,13 @@ import (
 )
 
 // TestLL128BuffSizeFollowsTransport: LL128's FIFO is NCCL's size on one
-// host over shared memory and protocols.LL128NetBuffSize where the ranks
-// talk TCP (between hosts, or NCCL_SHM_DISABLE=1), unless
+// host over shared memory and where the ranks talk TCP (between hosts, or
+// NCCL_SHM_DISABLE=1) with a core each, and protocols.LL128NetBuffSize
+// where they talk TCP and outnumber the machine's cores, unless
 // NCCL_LL128_BUFFSIZE says otherwise; the other protocols keep their
-// sizes. Where the ranks talk TCP, LL128's chunks are framed
-// (algos.FramedChunk). An LL128 all-reduce that spans several of the
-// smaller steps runs and is right in every case.
+// sizes. Where the ranks talk TCP with a core each, LL128's chunks are
+// framed (algos.FramedChunk). An LL128 all-reduce that spans several of
+// the steps runs and is right in every case.
 func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 	nccl := protocols.LL128.DefaultBuffSize()
 	cores, err := hw.Cores(hw.Root())
@@ -22,40 +23,52 @@ func TestLL128BuffSizeFollowsTransport(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, layout string
+		n            int
 		env          map[string]string
-		want         int
-		framed       bool
+		set          int  // NCCL_LL128_BUFFSIZE, 0: unset
+		tcp          bool // the ranks talk TCP
 	}{
-		{"shm", "onehost", nil, nccl, false},
-		{"tcp", "alone", nil, protocols.LL128NetBuffSize, true},
-		{"mixed", "pairs", nil, protocols.LL128NetBuffSize, true},
-		{"shm disabled", "onehost", map[string]string{"NCCL_SHM_DISABLE": "1"}, protocols.LL128NetBuffSize, true},
-		{"tcp, set", "alone", map[string]string{"NCCL_LL128_BUFFSIZE": "4915200"}, 4915200, true},
-		{"shm, set", "onehost", map[string]string{"NCCL_LL128_BUFFSIZE": "1228800"}, 1228800, false},
+		{"shm", "onehost", 4, nil, 0, false},
+		{"tcp", "alone", 4, nil, 0, true},
+		{"tcp, 2 ranks", "alone", 2, nil, 0, true},
+		{"mixed", "pairs", 4, nil, 0, true},
+		{"shm disabled", "onehost", 4, map[string]string{"NCCL_SHM_DISABLE": "1"}, 0, true},
+		{"tcp, set", "alone", 4, map[string]string{"NCCL_LL128_BUFFSIZE": "4915200"}, 4915200, true},
+		{"tcp, 2 ranks, set", "alone", 2, map[string]string{"NCCL_LL128_BUFFSIZE": "1228800"}, 1228800, true},
+		{"shm, set", "onehost", 4, map[string]string{"NCCL_LL128_BUFFSIZE": "1228800"}, 1228800, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{"NCCL_PROTO": "LL128", "NCCL_ALGO": "ring"}
 			for k, v := range tc.env {
 				env[k] = v
 			}
-			cs := withHosts(t, hostLayouts(4)[tc.layout], testParams(t, env))
+			cs := withHosts(t, hostLayouts(tc.n)[tc.layout], testParams(t, env))
+			roomy := cs[0].hostRanks <= cores // every rank of the job is on this machine
+			want := tc.set
+			switch {
+			case want != 0:
+			case tc.tcp && !roomy:
+				want = protocols.LL128NetBuffSize
+			default:
+				want = nccl
+			}
 			for r, c := range cs {
-				if got := c.buffSize[protocols.LL128]; got != tc.want {
-					t.Errorf("rank %d: LL128 FIFO %d bytes, want %d", r, got, tc.want)
+				if got := c.buffSize[protocols.LL128]; got != want {
+					t.Errorf("rank %d: LL128 FIFO %d bytes, want %d (%d ranks on %d cores)", r, got, want, c.hostRanks, cores)
 				}
 				if got, want := c.buffSize[protocols.Simple], protocols.Simple.DefaultBuffSize(); got != want {
 					t.Errorf("rank %d: Simple FIFO %d bytes, want %d", r, got, want)
 				}
-				if got, want := c.payloadStep(protocols.LL128), protocols.LL128.Payload(tc.want/protocols.NSteps); got != want {
+				if got, want := c.payloadStep(protocols.LL128), protocols.LL128.Payload(want/protocols.NSteps); got != want {
 					t.Errorf("rank %d: LL128 step %d payload bytes, want %d", r, got, want)
 				}
 				// Framed needs a core per rank too (algos.FramedLinks).
-				if want := tc.framed && c.hostRanks <= cores; c.framed != want {
+				if want := tc.tcp && roomy; c.framed != want {
 					t.Errorf("rank %d: chunks framed %v, want %v (%d ranks on %d cores)", r, c.framed, want, c.hostRanks, cores)
 				}
 			}
 			cc := collCases()[0]
-			count := 3*protocols.LL128.Payload(tc.want/protocols.NSteps)/4 + 5 // several steps of int32
+			count := 3*protocols.LL128.Payload(want/protocols.NSteps)/4 + 5 // several steps of int32
 			runCase(t, cs, cc, count, false)
 			runCase(t, cs, cc, count, true)
 		})

@@ -20,15 +20,16 @@ func (c *Comm) payloadStep(p protocols.Proto) int {
 
 // setBuffSizes fixes the communicator's FIFO sizes once the topology is
 // known: the variables' values where set, else the protocol's default,
-// which for LL128 depends on whether the ranks talk TCP
-// (protocols.LL128NetBuffSize). Every rank computes the same: the
-// settings agree and the topology is the job's.
+// which for LL128 depends on whether the ranks talk TCP and every machine
+// has a core per rank (protocols.LL128NetBuffSize). Every rank computes
+// the same: the settings agree, the topology is the job's and allRoomy
+// is agreed.
 func (c *Comm) setBuffSizes() {
 	tcp := c.overTCP()
 	for p := range protocols.Proto(protocols.NumProtos) {
 		c.buffSize[p] = c.p.BuffSizeFor(p)
 		if !c.p.IsSet(buffSizeVar[p]) {
-			c.buffSize[p] = p.DefaultBuffSizeFor(tcp)
+			c.buffSize[p] = p.DefaultBuffSizeFor(tcp, c.allRoomy)
 		}
 	}
 }

@@ -103,6 +103,7 @@ type Comm struct {
 	// user's NCCL_*BUFFSIZE, else the default for the transport in use.
 	buffSize [protocols.NumProtos]int
 	framed   bool         // LL128's chunks are cut for TCP frames (algos.FramedLinks)
+	allRoomy bool         // every rank's machine has a core per rank (agree)
 	tunerCfg *tune.Config // rank 0's NCCL_TUNER_CONFIG_FILE, or nil
 	model    *tune.Model  // the tuner, over the entries that may run
 
@@ -260,7 +261,7 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	machineCores := c.machineCores(online)
 	cores := c.coreShare(machineCores, o.hostRanks)
 	c.cores = cores
-	if err := c.agree(ctx, channelCount(p, cores), cores); err != nil {
+	if err := c.agree(ctx, channelCount(p, cores), cores, c.hostRanks <= machineCores); err != nil {
 		return err
 	}
 	hostIDs := make([]string, c.nranks)
@@ -286,7 +287,9 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	if c.hostRanks <= machineCores {
 		c.tr.SetSpin(p.TCPSpin)
 	}
-	c.framed = algos.FramedLinks(c.overTCP(), c.hostRanks, machineCores)
+	// Every rank must cut LL128's chunks alike: framed only where every
+	// machine of the job has a core per rank (agree), not this one alone.
+	c.framed = c.allRoomy && algos.FramedLinks(c.overTCP(), c.hostRanks, machineCores)
 	// Under mu: the bootstrap watcher, started above, fails what exists
 	// when another rank aborts the job during Init.
 	c.mu.Lock()

@@ -32,7 +32,7 @@ func TestInitDeadlineNamesMissingRank(t *testing.T) {
 	go func() { // end the join once ranks 0 and 1 are in
 		joined := 0
 		for ev := range root.Events() {
-			if joined += btoi(ev.Kind == bootstrap.EventJoined); joined == 2 {
+			if joined += b2i(ev.Kind == bootstrap.EventJoined); joined == 2 {
 				cancel(errDeadline)
 			}
 		}
@@ -69,13 +69,6 @@ func TestInitDeadlineNamesMissingRank(t *testing.T) {
 	if !errors.Is(errs[0], errDeadline) && !errors.Is(errs[1], errDeadline) {
 		t.Errorf("neither rank carries the ctx's cause: %v; %v", errs[0], errs[1])
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // TestInitDeadlineCoversConnect: the bootstrap completes, but rank 1 (a

@@ -27,9 +27,12 @@ import (
 // cores and channel knobs), of which the communicator takes the smallest,
 // as NCCL does, so that hosts with different core counts agree, its cores
 // (the tuner's model knows whether a host has more ranks than the fewest
-// cores any rank has), and rank 0's tuner inputs.
-func (c *Comm) agree(ctx context.Context, channels, cores int) error {
-	blob := append([]byte(fmt.Sprintf("%d %d\n", channels, cores)), c.tuneLine()...)
+// cores any rank has), whether its machine has a core for each of its
+// ranks (roomy: LL128's chunks are cut for TCP frames only when every
+// machine has, since every rank must cut them alike), and rank 0's tuner
+// inputs.
+func (c *Comm) agree(ctx context.Context, channels, cores int, roomy bool) error {
+	blob := append([]byte(fmt.Sprintf("%d %d %d\n", channels, cores, b2i(roomy))), c.tuneLine()...)
 	blob = append(blob, '\n')
 	blob = append(blob, c.p.AgreedText()...)
 	parts, err := c.boot.AllGather(ctx, blob)
@@ -38,12 +41,14 @@ func (c *Comm) agree(ctx context.Context, channels, cores int) error {
 	}
 	texts := make([][]byte, len(parts))
 	c.nchannels = channels
+	c.allRoomy = true
 	for r, part := range parts {
 		first, rest, ok := bytes.Cut(part, []byte("\n"))
-		var n, cores int
-		if _, err := fmt.Sscanf(string(first), "%d %d", &n, &cores); !ok || err != nil || n < 1 || cores < 1 {
+		n, cores, roomy, err := parseSettings(first)
+		if !ok || err != nil {
 			return fmt.Errorf("rank %d sent a malformed settings block (%q): is it running another version of cc?", r, first)
 		}
+		c.allRoomy = c.allRoomy && roomy
 		c.nchannels = min(c.nchannels, n)
 		if r == 0 || cores < c.minCores {
 			c.minCores = cores
@@ -266,4 +271,24 @@ func (c *Comm) logNVLS() {
 		c.infof(param.SubsysNVLS, "NVLS_TREE: rank %d is head %d of host %d; tree of hosts %d -> %d -> %d/%d (the ranks of head index %d)",
 			c.rank, head, host, node.Up, host, node.Down[0], node.Down[1], head)
 	}
+}
+
+// parseSettings reads the first line of a rank's settings block: its
+// channel proposal, its cores and whether its machine is roomy.
+func parseSettings(line []byte) (channels, cores int, roomy bool, err error) {
+	var r int
+	var rest string
+	n, _ := fmt.Sscanf(string(line)+" x", "%d %d %d %s", &channels, &cores, &r, &rest)
+	if n != 4 || rest != "x" || channels < 1 || cores < 1 || r < 0 || r > 1 {
+		return 0, 0, false, fmt.Errorf("malformed settings line %q", line)
+	}
+	return channels, cores, r == 1, nil
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

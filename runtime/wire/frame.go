@@ -13,7 +13,9 @@ import (
 // Version 2 added the machine (boot id) to the bootstrap's rank information.
 // Version 3 added the CPUs a rank may run on (RankInfo.CPUs).
 // Version 4 changed the TCP transport's data frames (64-byte headers,
-// payloads padded to 64 bytes), which the handshake's version guards too.
+// payloads padded to 64 bytes) and the settings every rank sends at Init
+// (whether its machine has a core per rank), which the handshake's
+// version guards too.
 const Version uint16 = 4
 
 // MaxJobIDLen is the longest job id a frame carries.

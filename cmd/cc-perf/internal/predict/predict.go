@@ -508,8 +508,10 @@ type shape struct {
 func (c *Config) shape(k candidate, nbytes int64) shape {
 	p := k.proto
 	// The runtime's default FIFO for the transport: LL128's is smaller
-	// where ranks talk TCP (protocols.LL128NetBuffSize).
-	step := p.Payload(p.DefaultBuffSizeFor(c.Hosts > 1) / protocols.NSteps)
+	// where ranks talk TCP and outnumber their cores
+	// (protocols.LL128NetBuffSize); framed() is TCP with a core per rank.
+	tcp := c.Hosts > 1
+	step := p.Payload(p.DefaultBuffSizeFor(tcp, c.framed()) / protocols.NSteps)
 	sh := shape{g: k.row.Geometry[p], step: step, align: int64(max(1, 16/c.ElemSize))}
 	sh.chunk = k.row.ChunkFor(&algos.ChunkArgs{Proto: p, Geometry: sh.g, StepPayload: sh.step, ElemSize: c.ElemSize,
 		Align: sh.align, Bytes: nbytes, NChannels: 1, Topo: c.topo(), Framed: c.framed()})
