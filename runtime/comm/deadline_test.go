@@ -122,7 +122,7 @@ func TestInitDeadlineCoversConnect(t *testing.T) {
 	defer fake.Close()
 	// The fake does its part of Init's bootstrap rounds: the settings
 	// exchange (agree), then shm.Open's two barriers.
-	if _, err := fake.AllGather(context.Background(), append([]byte("1 1\n-\n"), p.AgreedText()...)); err != nil {
+	if _, err := fake.AllGather(context.Background(), append([]byte("1 1 1\n-\n"), p.AgreedText()...)); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
