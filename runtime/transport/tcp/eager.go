@@ -82,7 +82,8 @@ func newEagerSendConn(p protocols.Proto, socks []net.Conn, stepBytes int, peer s
 // staged quarter of the bytes took about as much of `_copy_from_iter`
 // as the other three quarters sent from the user's buffers; the cause is
 // not known), and rotating made reduce-scatters of 1-8 MiB between 3 fake
-// hosts 0.77-0.82x the time.
+// hosts 0.77-0.82x the time. Since frames are aligned (see headerSize)
+// the two are within 0.97-1.05x of each other there.
 func (c *EagerSendConn) Acquire(nsteps int) ([]byte, error) {
 	c.mu.Lock()
 	err := c.err
