@@ -67,8 +67,8 @@ func (p Proto) DefaultBuffSize() int {
 // the time at 1-16 MiB for all-reduce, all-gather and reduce-scatter,
 // 0.92-1.11x at 256-512 KiB. Where ranks outnumber the cores that
 // cutting does not apply, and the smaller steps pipeline: 4 ranks on 4
-// fake hosts on 2 cores, 4 interleaved pairs, half this size's steps'
-// double (2457600) cost 1.05-1.13x at 512 KiB-1 MiB. On shared memory the
+// fake hosts on 2 cores, 4 interleaved pairs, a FIFO of twice this size
+// (2457600) cost 1.05-1.13x at 512 KiB-1 MiB. On shared memory the
 // smaller size costs: a ring all-reduce of 2 ranks took 1.5-2.4x NCCL's
 // size's time at 32 KiB-8 MiB (4x the flag handshakes), so jobs on one
 // host over shared memory keep NCCL's size.

@@ -261,7 +261,8 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 	machineCores := c.machineCores(online)
 	cores := c.coreShare(machineCores, o.hostRanks)
 	c.cores = cores
-	if err := c.agree(ctx, channelCount(p, cores), cores, c.hostRanks <= machineCores); err != nil {
+	roomy := c.hostRanks <= machineCores // a core for each rank of this machine
+	if err := c.agree(ctx, channelCount(p, cores), cores, roomy); err != nil {
 		return err
 	}
 	hostIDs := make([]string, c.nranks)
@@ -284,12 +285,13 @@ func (c *Comm) init(ctx context.Context, o Options) error {
 		return err
 	}
 	// A receive polls its socket only while a core is free for it.
-	if c.hostRanks <= machineCores {
+	if roomy {
 		c.tr.SetSpin(p.TCPSpin)
 	}
-	// Every rank must cut LL128's chunks alike: framed only where every
-	// machine of the job has a core per rank (agree), not this one alone.
-	c.framed = c.allRoomy && algos.FramedLinks(c.overTCP(), c.hostRanks, machineCores)
+	// Every rank must cut LL128's chunks alike: algos.FramedLinks taken over
+	// the job, where every machine has a core per rank (agree), not over
+	// this machine alone.
+	c.framed = c.overTCP() && c.allRoomy
 	// Under mu: the bootstrap watcher, started above, fails what exists
 	// when another rank aborts the job during Init.
 	c.mu.Lock()

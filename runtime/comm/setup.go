@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/seed-760dd1f1/cc/algos"
@@ -274,15 +275,23 @@ func (c *Comm) logNVLS() {
 }
 
 // parseSettings reads the first line of a rank's settings block: its
-// channel proposal, its cores and whether its machine is roomy.
+// channel proposal, its cores and whether its machine is roomy (0 or 1).
 func parseSettings(line []byte) (channels, cores int, roomy bool, err error) {
-	var r int
-	var rest string
-	n, _ := fmt.Sscanf(string(line)+" x", "%d %d %d %s", &channels, &cores, &r, &rest)
-	if n != 4 || rest != "x" || channels < 1 || cores < 1 || r < 0 || r > 1 {
-		return 0, 0, false, fmt.Errorf("malformed settings line %q", line)
+	f := strings.Fields(string(line))
+	bad := fmt.Errorf("malformed settings line %q", line)
+	if len(f) != 3 {
+		return 0, 0, false, bad
 	}
-	return channels, cores, r == 1, nil
+	var v [3]int
+	for i := range f {
+		if v[i], err = strconv.Atoi(f[i]); err != nil {
+			return 0, 0, false, bad
+		}
+	}
+	if v[0] < 1 || v[1] < 1 || v[2] < 0 || v[2] > 1 {
+		return 0, 0, false, bad
+	}
+	return v[0], v[1], v[2] == 1, nil
 }
 
 // b2i is 1 for true, 0 for false.
